@@ -1,0 +1,30 @@
+"""palopt: variability- and locality-aware placement of ML jobs on GPU clusters."""
+
+from palopt.cost import assert_feasible, check_feasible, evaluate, job_cost
+from palopt.errors import InputError, PaloptError, UnknownSolverError
+from palopt.instance import Instance, Job, penalty_matrix
+from palopt.result import JobPlacement, PlacementResult
+from palopt.solvers import get_solver, list_solvers, solve
+from palopt.topology import Topology, build_cluster, parse_shape
+
+__all__ = [
+    "Instance",
+    "InputError",
+    "Job",
+    "JobPlacement",
+    "PaloptError",
+    "PlacementResult",
+    "Topology",
+    "UnknownSolverError",
+    "assert_feasible",
+    "build_cluster",
+    "check_feasible",
+    "evaluate",
+    "get_solver",
+    "job_cost",
+    "list_solvers",
+    "parse_shape",
+    "penalty_matrix",
+    "solve",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,1 @@
+"""CLI command groups; each module provides ``register(subparsers)`` (see :mod:`palopt.cli`)."""

@@ -1,0 +1,118 @@
+"""``palopt solve``, ``validate``, ``schema`` and ``solvers``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from palopt.cost import assert_feasible
+from palopt.instance import Instance
+from palopt.io import instance_schema, load_instance
+from palopt.result import PlacementResult
+from palopt.solvers import get_solver, list_solvers
+
+
+def _parse_option(text: str) -> tuple[str, Any]:
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.replace("-", "_"), value
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the commands of this module."""
+    p = sub.add_parser("solve", help="place an instance's queue and print the placement")
+    p.add_argument("instance", type=Path, help="instance JSON file (see `palopt schema`)")
+    p.add_argument("--solver", default="pal", help="solver name (see `palopt solvers`)")
+    p.add_argument("--seed", type=int, default=None, help="seed for randomised solvers")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds (exact solvers)")
+    p.add_argument("--option", "-o", action="append", type=_parse_option, default=[],
+                   metavar="KEY=VALUE", help="solver option (repeatable), e.g. -o backend=highs")
+    p.add_argument("--out", type=Path, help="also write the result as JSON to this file")
+    p.add_argument("--format", choices=["text", "json"], default="text",
+                   help="what to print (default: a table)")
+    p.set_defaults(func=cmd_solve)
+
+    p = sub.add_parser("validate", help="check an instance file; exit 2 with the reason if bad")
+    p.add_argument("instance", type=Path)
+    p.set_defaults(func=cmd_validate)
+
+    p = sub.add_parser("schema", help="print the JSON Schema of the instance format")
+    p.set_defaults(func=cmd_schema)
+
+    p = sub.add_parser("solvers", help="list the registered solvers")
+    p.add_argument("--all", action="store_true", help="include solvers missing dependencies")
+    p.set_defaults(func=cmd_solvers)
+
+
+def format_result(instance: Instance, result: PlacementResult) -> str:
+    """A human-readable table of a placement result."""
+    topo = instance.topology
+    lines = [
+        f"solver {result.solver}: status {result.status}, {result.n_placed}/{len(result.placements)}"
+        f" jobs placed, objective {result.objective:.4f}"
+        + (f", bound {result.bound:.4f}, gap {100 * (result.gap or 0):.2f}%"
+           if result.bound is not None else "")
+        + f", {1000 * result.wall_time:.1f} ms",
+        f"{'job':<12} {'gpus':>4} {'action':<8} {'cost':>7} {'slowdown':>8} {'tier':<8} "
+        f"{'penalty':>7}  placement",
+    ]
+    jobs = {j.id: j for j in instance.queue}
+    for p in result.placements:
+        n = jobs[p.job_id].num_gpus
+        if p.gpus:
+            where = ",".join(topo.gpu_ids[g] for g in p.gpus)
+            lines.append(f"{p.job_id:<12} {n:>4} {p.action:<8} {p.cost:>7.4f} {p.slowdown:>8.4f} "
+                         f"{p.tier:<8} {p.penalty:>7.3f}  {where}")
+        else:
+            lines.append(f"{p.job_id:<12} {n:>4} {p.action:<8} {'-':>7} {'-':>8} {'-':<8} "
+                         f"{'-':>7}  not placed: {p.reason}")
+    return "\n".join(lines)
+
+
+def cmd_solve(args: argparse.Namespace) -> int:
+    """Solve an instance file."""
+    instance = load_instance(args.instance)
+    solver = get_solver(args.solver, **dict(args.option))
+    result = solver.solve(instance, time_limit=args.time_limit, seed=args.seed)
+    assert_feasible(instance, result.assignment())
+    data = result.to_dict(instance)
+    if args.out:
+        args.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    if args.format == "json":
+        json.dump(data, sys.stdout, indent=1)
+        print()
+    else:
+        print(format_result(instance, result))
+    return 0
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Validate an instance file."""
+    inst = load_instance(args.instance)
+    print(f"{args.instance}: valid ({inst.topology.n_gpus} GPUs, {inst.topology.n_servers} "
+          f"servers, tiers {'/'.join(inst.topology.tiers)}, {len(inst.classes)} classes, "
+          f"{len(inst.queue)} queued jobs)")
+    return 0
+
+
+def cmd_schema(args: argparse.Namespace) -> int:
+    """Print the instance JSON Schema."""
+    json.dump(instance_schema(), sys.stdout, indent=1)
+    print()
+    return 0
+
+
+def cmd_solvers(args: argparse.Namespace) -> int:
+    """List solvers."""
+    for info in list_solvers(available_only=not args.all):
+        mark = "" if info.available else "  (not installed: pip install 'palopt[exact]')"
+        print(f"{info.name:<18} {info.description}{mark}")
+    return 0

@@ -1,0 +1,250 @@
+"""The frozen data model of one placement round: cluster state, cost data and the ordered queue."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from palopt.errors import InputError
+from palopt.topology import Topology
+
+__all__ = ["Job", "Instance", "penalty_matrix"]
+
+
+@dataclass(frozen=True)
+class Job:
+    """A job in the queue.
+
+    Parameters
+    ----------
+    id : str
+        Unique job id.
+    num_gpus : int
+        Number of GPUs the job needs (gang-scheduled: all or nothing).
+    job_class : str
+        Workload class; selects the slowdown row and the locality penalties.
+    weight : float, default 1.0
+        Weight of the job's cost in the exact solvers' objective.
+    current_gpus : tuple of int, default ()
+        Dense GPU indices the job runs on now (empty for a waiting job). Sticky solvers may keep
+        them; non-sticky solvers report whether the job kept them.
+
+    Examples
+    --------
+    >>> Job("j1", 2, "classA").is_running
+    False
+    """
+
+    id: str
+    num_gpus: int
+    job_class: str
+    weight: float = 1.0
+    current_gpus: tuple[int, ...] = ()
+
+    @property
+    def is_running(self) -> bool:
+        """Whether the job holds GPUs now."""
+        return bool(self.current_gpus)
+
+
+@dataclass(frozen=True, eq=False)
+class Instance:
+    """One placement round.
+
+    Parameters
+    ----------
+    topology : Topology
+        The cluster.
+    classes : tuple of str
+        Workload classes, in PAL's class priority order (the artifact's A < B < C < D).
+    slowdown : numpy.ndarray
+        ``slowdown[c, g]``: slowdown factor of GPU ``g`` for class ``classes[c]`` (1.0 = median
+        GPU, larger is slower); what the cost model charges and every solver ranks by.
+    penalty : numpy.ndarray
+        ``penalty[c, t]``: locality penalty of class ``c`` at tier ``topology.tiers[t]``;
+        positive, non-decreasing in ``t``.
+    queue : tuple of Job
+        Jobs in the scheduler's order, running ones included.
+    busy : numpy.ndarray, optional
+        Boolean mask of GPUs that no queued job may use (down, reserved, or run by jobs outside
+        this round). Defaults to all free.
+
+    Raises
+    ------
+    InputError
+        Naming the field and value, for any inconsistency (shapes, NaN or non-positive slowdowns,
+        unknown classes, duplicate job ids, bad GPU indices, a job larger than the cluster, ...).
+    """
+
+    topology: Topology
+    classes: tuple[str, ...]
+    slowdown: np.ndarray
+    penalty: np.ndarray
+    queue: tuple[Job, ...]
+    busy: np.ndarray = field(default=None)  # type: ignore[assignment]
+    class_index: Mapping[str, int] = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        topo = self.topology
+        n, t = topo.n_gpus, len(topo.tiers)
+        classes = tuple(self.classes)
+        object.__setattr__(self, "classes", classes)
+        object.__setattr__(self, "queue", tuple(self.queue))
+        if not classes or len(set(classes)) != len(classes):
+            raise InputError("classes", classes, "must be a non-empty list of distinct names")
+        sd = np.array(self.slowdown, dtype=np.float64)
+        if sd.shape != (len(classes), n):
+            raise InputError("slowdown", sd.shape, f"expected shape ({len(classes)}, {n})")
+        bad = ~np.isfinite(sd) | (sd <= 0)
+        if bad.any():
+            c, g = np.argwhere(bad)[0]
+            raise InputError(f"slowdown.{classes[c]}.{topo.gpu_ids[g]}", float(sd[c, g]),
+                             "must be a finite positive number")
+        pen = np.array(self.penalty, dtype=np.float64)
+        if pen.shape != (len(classes), t):
+            raise InputError("penalty", pen.shape, f"expected shape ({len(classes)}, {t})")
+        badp = ~np.isfinite(pen) | (pen <= 0)
+        if badp.any():
+            c, k = np.argwhere(badp)[0]
+            raise InputError(f"penalties.{classes[c]}.{topo.tiers[k]}", float(pen[c, k]),
+                             "must be a finite positive number")
+        dec = np.diff(pen, axis=1) < 0
+        if dec.any():
+            c, k = np.argwhere(dec)[0]
+            raise InputError(f"penalties.{classes[c]}.{topo.tiers[k + 1]}", float(pen[c, k + 1]),
+                             f"must not be below the penalty of tier {topo.tiers[k]!r}")
+        busy = np.zeros(n, dtype=bool) if self.busy is None else np.array(self.busy, dtype=bool)
+        if busy.shape != (n,):
+            raise InputError("busy", busy.shape, f"expected a mask of {n} GPUs")
+        class_index = {c: i for i, c in enumerate(classes)}
+        _check_queue(self.queue, class_index, busy, n)
+        for arr in (sd, pen, busy):
+            arr.setflags(write=False)
+        object.__setattr__(self, "slowdown", sd)
+        object.__setattr__(self, "penalty", pen)
+        object.__setattr__(self, "busy", busy)
+        object.__setattr__(self, "class_index", class_index)
+
+    @property
+    def n_available(self) -> int:
+        """Number of GPUs not busy (free or held by queued jobs)."""
+        return int(self.topology.n_gpus - self.busy.sum())
+
+    def job_class_indices(self) -> np.ndarray:
+        """Class index of every queued job, in queue order."""
+        return np.array([self.class_index[j.job_class] for j in self.queue], dtype=np.int64)
+
+    def replace_queue(self, queue: Sequence[Job]) -> Instance:
+        """A copy of this instance with another queue (validated)."""
+        return Instance(self.topology, self.classes, self.slowdown, self.penalty, tuple(queue),
+                        self.busy)
+
+
+def _check_queue(queue: tuple[Job, ...], class_index: Mapping[str, int], busy: np.ndarray,
+                 n: int) -> None:
+    seen_jobs: set[str] = set()
+    held: dict[int, str] = {}
+    for i, job in enumerate(queue):
+        where = f"queue[{i}]"
+        if not isinstance(job, Job):
+            raise InputError(where, job, "must be a Job")
+        if not isinstance(job.id, str) or not job.id:
+            raise InputError(f"{where}.id", job.id, "must be a non-empty string")
+        if job.id in seen_jobs:
+            raise InputError(f"{where}.id", job.id, "duplicate job id")
+        seen_jobs.add(job.id)
+        if isinstance(job.num_gpus, bool) or not isinstance(job.num_gpus, (int, np.integer)) \
+                or job.num_gpus < 1:
+            raise InputError(f"{where}.num_gpus", job.num_gpus, "must be a positive integer")
+        if job.num_gpus > n:
+            raise InputError(f"{where}.num_gpus", job.num_gpus,
+                             f"exceeds the cluster's {n} GPUs")
+        if job.job_class not in class_index:
+            raise InputError(f"{where}.class", job.job_class,
+                             f"unknown class; known: {', '.join(class_index)}")
+        if not (np.isfinite(job.weight) and job.weight > 0):
+            raise InputError(f"{where}.weight", job.weight, "must be a finite positive number")
+        if job.current_gpus:
+            if len(job.current_gpus) != job.num_gpus:
+                raise InputError(f"{where}.current_gpus", job.current_gpus,
+                                 f"a running job must hold exactly num_gpus={job.num_gpus} GPUs")
+            for g in job.current_gpus:
+                if not isinstance(g, (int, np.integer)) or not 0 <= g < n:
+                    raise InputError(f"{where}.current_gpus", g, "not a GPU index of the topology")
+                if busy[g]:
+                    raise InputError(f"{where}.current_gpus", g, "GPU is marked busy")
+                if g in held:
+                    raise InputError(f"{where}.current_gpus", g,
+                                     f"GPU is also held by job {held[g]!r}")
+                held[int(g)] = job.id
+
+
+def penalty_matrix(
+    topology: Topology,
+    classes: Sequence[str],
+    penalties: float | Mapping[str, float | Mapping[str, float]],
+    field_name: str = "penalties",
+) -> np.ndarray:
+    """Build the ``(classes, tiers)`` penalty matrix from a compact description.
+
+    Parameters
+    ----------
+    topology : Topology
+    classes : sequence of str
+    penalties : float or mapping
+        A number ``P``: 1.0 within a server and ``P`` beyond, for every class (the artifact's
+        model). A mapping tier -> value: the same for every class. A mapping class -> (tier ->
+        value), optionally with a ``"default"`` class. Tiers not given take the value of the
+        nearest lower given tier (1.0 below the lowest).
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Raises
+    ------
+    InputError
+        For an unknown tier or class, or a missing class without a default.
+
+    Examples
+    --------
+    >>> from palopt.topology import build_cluster
+    >>> penalty_matrix(build_cluster(2, 2, 4), ["A"], 1.7).tolist()
+    [[1.0, 1.7, 1.7]]
+    """
+    tiers = topology.tiers
+    if isinstance(penalties, (int, float)) and not isinstance(penalties, bool):
+        row = [1.0 if t in ("nvlink", "server") else float(penalties) for t in tiers]
+        return np.array([row] * len(classes), dtype=np.float64)
+    if not isinstance(penalties, Mapping):
+        raise InputError(field_name, penalties, "expected a number or a mapping")
+    if all(isinstance(v, (int, float)) for v in penalties.values()):
+        per_class: Mapping[str, object] = {"default": penalties}
+    else:
+        per_class = penalties
+    for c in per_class:
+        if c != "default" and c not in classes:
+            raise InputError(f"{field_name}.{c}", c, f"unknown class; known: {', '.join(classes)}")
+    rows = []
+    for c in classes:
+        spec = per_class.get(c, per_class.get("default"))
+        if spec is None:
+            raise InputError(f"{field_name}.{c}", None, "no penalties for this class and no default")
+        if not isinstance(spec, Mapping):
+            raise InputError(f"{field_name}.{c}", spec, "expected a mapping tier -> penalty")
+        for t in spec:
+            if t not in tiers:
+                raise InputError(f"{field_name}.{c}.{t}", t,
+                                 f"unknown tier; tiers: {', '.join(tiers)}")
+        row, last = [], 1.0
+        for t in tiers:
+            if t in spec:
+                value = spec[t]
+                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                    raise InputError(f"{field_name}.{c}.{t}", value, "must be a number")
+                last = float(value)
+            row.append(last)
+        rows.append(row)
+    return np.array(rows, dtype=np.float64)

@@ -1,0 +1,274 @@
+"""The JSON instance format ``palopt.instance/1``: load, dump, validate, and its JSON Schema.
+
+An instance file::
+
+    {
+      "format": "palopt.instance/1",
+      "name": "example", "source": "where the data came from",
+      "topology": {"shape": "8x4"},                       # or node-link {"nodes": [...], "edges": [...]}
+      "classes": ["classA", "classB"],                   # PAL's class priority order
+      "slowdown": {"classA": {"gpu0": 1.02, ...}, ...},  # or a list in topology GPU order
+      "penalties": 1.7,                                  # or {tier: p} or {class: {tier: p}}
+      "busy": ["gpu5"],                                  # optional
+      "queue": [{"id": "j1", "num_gpus": 2, "class": "classA",
+                 "weight": 1.0, "current_gpus": ["gpu0", "gpu1"]}]
+    }
+
+Validation names the bad field and value (:class:`~palopt.errors.InputError`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from palopt.errors import InputError
+from palopt.instance import Instance, Job, penalty_matrix
+from palopt.topology import Topology, parse_shape
+
+__all__ = [
+    "FORMAT",
+    "instance_from_dict",
+    "instance_to_dict",
+    "load_instance",
+    "save_instance",
+    "topology_from_spec",
+    "instance_schema",
+]
+
+FORMAT = "palopt.instance/1"
+
+
+def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in data:
+        raise InputError(f"{where}{key}", None, "required field is missing")
+    value = data[key]
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise InputError(f"{where}{key}", value, f"expected {names}")
+    return value
+
+
+def topology_from_spec(spec: Any, field_name: str = "topology") -> Topology:
+    """Build a topology from ``{"shape": "RxSxG"}`` or node-link data.
+
+    Raises
+    ------
+    InputError
+        For an unknown form or an invalid graph.
+    """
+    if isinstance(spec, Mapping) and "shape" in spec:
+        if not isinstance(spec["shape"], str):
+            raise InputError(f"{field_name}.shape", spec["shape"], "expected a string like '8x4'")
+        try:
+            return parse_shape(spec["shape"])
+        except InputError as exc:
+            raise InputError(f"{field_name}.shape", spec["shape"], exc.problem) from None
+    if isinstance(spec, Mapping):
+        return Topology.from_node_link(dict(spec), field_name)
+    raise InputError(field_name, spec, "expected {'shape': ...} or node-link data")
+
+
+def _slowdown_matrix(topo: Topology, classes: tuple[str, ...], spec: Any) -> np.ndarray:
+    if not isinstance(spec, Mapping):
+        raise InputError("slowdown", spec, "expected a mapping class -> per-GPU values")
+    for c in spec:
+        if c not in classes:
+            raise InputError(f"slowdown.{c}", c, f"unknown class; known: {', '.join(classes)}")
+    out = np.empty((len(classes), topo.n_gpus), dtype=np.float64)
+    for i, c in enumerate(classes):
+        row = spec.get(c)
+        where = f"slowdown.{c}"
+        if row is None:
+            raise InputError(where, None, "required: one value per GPU")
+        if isinstance(row, list):
+            if len(row) != topo.n_gpus:
+                raise InputError(where, len(row), f"expected {topo.n_gpus} values (one per GPU)")
+            pairs = zip(topo.gpu_ids, row, strict=True)
+        elif isinstance(row, Mapping):
+            unknown = [g for g in row if g not in topo._gpu_index]
+            if unknown:
+                raise InputError(f"{where}.{unknown[0]}", unknown[0], "no GPU of that id")
+            missing = [g for g in topo.gpu_ids if g not in row]
+            if missing:
+                raise InputError(f"{where}.{missing[0]}", None, "missing value for this GPU")
+            pairs = ((g, row[g]) for g in topo.gpu_ids)
+        else:
+            raise InputError(where, row, "expected a list or a mapping GPU -> value")
+        for j, (gpu, value) in enumerate(pairs):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                    or not math.isfinite(value) or value <= 0:
+                raise InputError(f"{where}.{gpu}", value, "must be a finite positive number")
+            out[i, j] = value
+    return out
+
+
+def _job_from_dict(topo: Topology, i: int, data: Any) -> Job:
+    where = f"queue[{i}]."
+    if not isinstance(data, Mapping):
+        raise InputError(f"queue[{i}]", data, "expected an object")
+    known = {"id", "num_gpus", "class", "weight", "current_gpus"}
+    extra = sorted(set(data) - known)
+    if extra:
+        raise InputError(f"{where}{extra[0]}", data[extra[0]], f"unknown field; known: {sorted(known)}")
+    job_id = data.get("id")
+    if isinstance(job_id, int) and not isinstance(job_id, bool):
+        job_id = str(job_id)
+    if not isinstance(job_id, str) or not job_id:
+        raise InputError(f"{where}id", job_id, "must be a non-empty string")
+    num = _require(data, "num_gpus", int, where)
+    cls = _require(data, "class", str, where)
+    weight = data.get("weight", 1.0)
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+        raise InputError(f"{where}weight", weight, "must be a number")
+    current = data.get("current_gpus", [])
+    if not isinstance(current, list):
+        raise InputError(f"{where}current_gpus", current, "expected a list of GPU ids")
+    idx = tuple(int(g) for g in topo.indices(current, f"{where}current_gpus"))
+    return Job(job_id, num, cls, float(weight), idx)
+
+
+def instance_from_dict(data: Any) -> Instance:
+    """Build and validate an :class:`Instance` from the JSON form.
+
+    Raises
+    ------
+    InputError
+        Naming the bad field and value.
+    """
+    if not isinstance(data, Mapping):
+        raise InputError("instance", type(data).__name__, "expected a JSON object")
+    fmt = data.get("format")
+    if fmt != FORMAT:
+        raise InputError("format", fmt, f"expected {FORMAT!r}")
+    topo = topology_from_spec(data.get("topology"))
+    classes = _require(data, "classes", list, "")
+    if not all(isinstance(c, str) for c in classes):
+        raise InputError("classes", classes, "expected a list of class names")
+    classes_t = tuple(classes)
+    if len(set(classes_t)) != len(classes_t) or not classes_t:
+        raise InputError("classes", classes, "must be a non-empty list of distinct names")
+    slowdown = _slowdown_matrix(topo, classes_t, data.get("slowdown"))
+    if "penalties" not in data:
+        raise InputError("penalties", None, "required field is missing")
+    penalty = penalty_matrix(topo, classes_t, data["penalties"])
+    busy_ids = data.get("busy", [])
+    if not isinstance(busy_ids, list):
+        raise InputError("busy", busy_ids, "expected a list of GPU ids")
+    busy = np.zeros(topo.n_gpus, dtype=bool)
+    busy[topo.indices(busy_ids, "busy")] = True
+    queue_data = _require(data, "queue", list, "")
+    queue = tuple(_job_from_dict(topo, i, j) for i, j in enumerate(queue_data))
+    return Instance(topo, classes_t, slowdown, penalty, queue, busy)
+
+
+def instance_to_dict(instance: Instance, **meta: Any) -> dict[str, Any]:
+    """The JSON form of an instance (node-link topology, per-class per-tier penalties).
+
+    ``meta`` (e.g. ``name``, ``source``, ``licence``) is stored at the top level.
+    """
+    topo = instance.topology
+    return {
+        "format": FORMAT,
+        **meta,
+        "topology": topo.to_node_link(),
+        "classes": list(instance.classes),
+        "slowdown": {c: dict(zip(topo.gpu_ids, map(float, instance.slowdown[i]), strict=True))
+                     for i, c in enumerate(instance.classes)},
+        "penalties": {c: dict(zip(topo.tiers, map(float, instance.penalty[i]), strict=True))
+                      for i, c in enumerate(instance.classes)},
+        "busy": [topo.gpu_ids[g] for g in np.flatnonzero(instance.busy)],
+        "queue": [
+            {"id": j.id, "num_gpus": j.num_gpus, "class": j.job_class, "weight": j.weight,
+             **({"current_gpus": [topo.gpu_ids[g] for g in j.current_gpus]}
+                if j.current_gpus else {})}
+            for j in instance.queue
+        ],
+    }
+
+
+def load_instance(path: str | Path) -> Instance:
+    """Read and validate an instance file.
+
+    Raises
+    ------
+    InputError
+        For invalid JSON (with line and column) or an invalid instance.
+    OSError
+        If the file cannot be read.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"line {exc.lineno} column {exc.colno}",
+                         f"invalid JSON: {exc.msg}") from None
+    return instance_from_dict(data)
+
+
+def save_instance(instance: Instance, path: str | Path, **meta: Any) -> None:
+    """Write an instance file (see :func:`instance_to_dict`)."""
+    Path(path).write_text(json.dumps(instance_to_dict(instance, **meta), indent=1) + "\n",
+                          encoding="utf-8")
+
+
+def instance_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the instance format."""
+    number = {"type": "number", "exclusiveMinimum": 0}
+    per_gpu = {"oneOf": [{"type": "array", "items": number},
+                         {"type": "object", "additionalProperties": number}]}
+    tier_map = {"type": "object", "additionalProperties": number}
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://palopt.invalid/schema/instance-1.json",
+        "title": "palopt placement instance",
+        "type": "object",
+        "required": ["format", "topology", "classes", "slowdown", "penalties", "queue"],
+        "properties": {
+            "format": {"const": FORMAT},
+            "name": {"type": "string"},
+            "source": {"type": "string"},
+            "licence": {"type": "string"},
+            "description": {"type": "string"},
+            "topology": {
+                "oneOf": [
+                    {"type": "object", "required": ["shape"],
+                     "properties": {"shape": {"type": "string",
+                                              "pattern": "^[0-9]+x[0-9]+(x[0-9]+)?$"}}},
+                    {"type": "object", "required": ["nodes"],
+                     "properties": {
+                         "nodes": {"type": "array", "items": {
+                             "type": "object", "required": ["id", "kind"],
+                             "properties": {"id": {"type": "string"},
+                                            "kind": {"enum": ["gpu", "server", "switch"]},
+                                            "tier": {"type": "string"},
+                                            "local": {"type": "integer"}}}},
+                         "edges": {"type": "array", "items": {
+                             "type": "object", "required": ["source", "target", "link"],
+                             "properties": {"link": {"enum": ["nvlink", "pcie", "network"]}}}},
+                     }},
+                ]
+            },
+            "classes": {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                        "uniqueItems": True},
+            "slowdown": {"type": "object", "additionalProperties": per_gpu},
+            "penalties": {"oneOf": [number, tier_map,
+                                    {"type": "object", "additionalProperties": tier_map}]},
+            "busy": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+            "queue": {"type": "array", "items": {
+                "type": "object", "required": ["id", "num_gpus", "class"],
+                "additionalProperties": False,
+                "properties": {
+                    "id": {"type": ["string", "integer"]},
+                    "num_gpus": {"type": "integer", "minimum": 1},
+                    "class": {"type": "string"},
+                    "weight": number,
+                    "current_gpus": {"type": "array", "items": {"type": "string"}},
+                }}},
+        },
+    }

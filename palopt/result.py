@@ -1,0 +1,145 @@
+"""Placement results: per-job decisions and the solve summary."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from palopt.instance import Instance
+
+__all__ = ["JobPlacement", "PlacementResult", "Status", "Action"]
+
+
+class Status:
+    """Solve status values."""
+
+    OPTIMAL = "optimal"
+    FEASIBLE = "feasible"
+    INFEASIBLE = "infeasible"
+    NO_SOLUTION = "no solution"
+    HEURISTIC = "heuristic"
+
+
+class Action:
+    """What happens to a job this round."""
+
+    START = "start"  # was waiting, now placed
+    KEEP = "keep"  # was running, keeps exactly its GPUs
+    MIGRATE = "migrate"  # was running, placed on other GPUs
+    PREEMPT = "preempt"  # was running, not placed
+    WAIT = "wait"  # was waiting, not placed
+
+
+@dataclass(frozen=True)
+class JobPlacement:
+    """The decision for one queued job.
+
+    Attributes
+    ----------
+    job_id : str
+    gpus : tuple of int
+        Dense GPU indices, sorted; empty if not placed.
+    action : str
+        One of :class:`Action`.
+    cost : float or None
+        ``slowdown * penalty`` if placed.
+    slowdown : float or None
+        Maximum slowdown over the job's GPUs for its class.
+    tier : str or None
+        Lowest tier holding all its GPUs.
+    penalty : float or None
+        Locality penalty of that tier for the job's class.
+    reason : str or None
+        Why the job is not placed.
+    """
+
+    job_id: str
+    gpus: tuple[int, ...]
+    action: str
+    cost: float | None = None
+    slowdown: float | None = None
+    tier: str | None = None
+    penalty: float | None = None
+    reason: str | None = None
+
+    @property
+    def placed(self) -> bool:
+        """Whether the job got GPUs."""
+        return bool(self.gpus)
+
+
+@dataclass(frozen=True)
+class PlacementResult:
+    """The outcome of one solve.
+
+    Attributes
+    ----------
+    placements : tuple of JobPlacement
+        One per queued job, in queue order.
+    solver : str
+        Registry name of the solver.
+    status : str
+        One of :class:`Status`: ``heuristic`` for heuristics; exact solvers report
+        ``optimal``, ``feasible``, ``infeasible`` or ``no solution``.
+    objective : float
+        Weighted sum of the placed jobs' costs (see :func:`palopt.cost.evaluate`).
+    n_placed : int
+        Number of placed jobs.
+    bound : float or None
+        Proven lower bound on the objective (exact solvers).
+    wall_time : float
+        Seconds spent in the solver.
+    settings : dict
+        The solver's configuration (seed, options, time limit).
+    """
+
+    placements: tuple[JobPlacement, ...]
+    solver: str
+    status: str
+    objective: float
+    n_placed: int
+    wall_time: float
+    bound: float | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def gap(self) -> float | None:
+        """Relative gap ``(objective - bound) / objective`` (0 when both are 0)."""
+        if self.bound is None:
+            return None
+        if self.objective == 0:
+            return 0.0
+        return max(0.0, (self.objective - self.bound) / abs(self.objective))
+
+    def assignment(self) -> dict[str, tuple[int, ...]]:
+        """Job id -> GPU indices, for placed jobs only."""
+        return {p.job_id: p.gpus for p in self.placements if p.gpus}
+
+    def to_dict(self, instance: Instance) -> dict[str, Any]:
+        """JSON-ready form with GPU and server names from ``instance``'s topology."""
+        topo = instance.topology
+        jobs = []
+        for p in self.placements:
+            row: dict[str, Any] = {"job": p.job_id, "action": p.action}
+            if p.gpus:
+                row.update(
+                    gpus=[topo.gpu_ids[g] for g in p.gpus],
+                    servers=sorted({topo.server_of(g) for g in p.gpus}),
+                    cost=p.cost, slowdown=p.slowdown, tier=p.tier, penalty=p.penalty,
+                )
+            else:
+                row["reason"] = p.reason
+            jobs.append(row)
+        return {
+            "format": "palopt.result/1",
+            "solver": self.solver,
+            "status": self.status,
+            "objective": self.objective,
+            "bound": self.bound,
+            "gap": self.gap,
+            "n_placed": self.n_placed,
+            "n_jobs": len(self.placements),
+            "wall_time": self.wall_time,
+            "settings": self.settings,
+            "jobs": jobs,
+        }

@@ -1,0 +1,204 @@
+"""The solver protocol, the registry, and the one entry point :func:`solve`."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from palopt.cost import job_placement
+from palopt.errors import UnknownSolverError
+from palopt.instance import Instance
+from palopt.result import JobPlacement, PlacementResult, Status
+
+__all__ = [
+    "Solver",
+    "SolverInfo",
+    "register",
+    "get_solver",
+    "list_solvers",
+    "solve",
+    "build_result",
+]
+
+
+@runtime_checkable
+class Solver(Protocol):
+    """What every placement solver provides."""
+
+    name: str
+
+    def solve(
+        self, instance: Instance, *, time_limit: float | None = None, seed: int | None = None
+    ) -> PlacementResult:
+        """Place the instance's queue; never raises for a job that does not fit."""
+        ...
+
+
+@dataclass(frozen=True)
+class SolverInfo:
+    """A registry entry."""
+
+    name: str
+    factory: Callable[..., Solver]
+    description: str
+    requires: tuple[str, ...] = ()
+
+    @property
+    def available(self) -> bool:
+        """Whether the modules the solver needs can be imported."""
+        for module in self.requires:
+            try:
+                importlib.import_module(module)
+            except ImportError:
+                return False
+        return True
+
+
+_REGISTRY: dict[str, SolverInfo] = {}
+
+# Modules that register solvers when imported; loaded on first registry access.
+_SOLVER_MODULES = ("palopt.solvers.heuristics",)
+
+
+def register(name: str, factory: Callable[..., Solver], description: str,
+             requires: Sequence[str] = ()) -> None:
+    """Add a solver to the registry (a module-level call in the solver's module)."""
+    _REGISTRY[name] = SolverInfo(name, factory, description, tuple(requires))
+
+
+def _load() -> dict[str, SolverInfo]:
+    for module in _SOLVER_MODULES:
+        importlib.import_module(module)
+    return _REGISTRY
+
+
+def list_solvers(available_only: bool = True) -> list[SolverInfo]:
+    """Registered solvers, sorted by name.
+
+    Parameters
+    ----------
+    available_only : bool, default True
+        Leave out solvers whose optional dependencies are not installed.
+
+    Examples
+    --------
+    >>> "pal" in [s.name for s in list_solvers()]
+    True
+    """
+    infos = sorted(_load().values(), key=lambda s: s.name)
+    return [s for s in infos if s.available or not available_only]
+
+
+def get_solver(name: str, **config: Any) -> Solver:
+    """A configured solver by registry name.
+
+    Parameters
+    ----------
+    name : str
+        Registry name, e.g. ``"pal"``, ``"packed-sticky"``.
+    **config
+        Solver options (see each solver's documentation).
+
+    Raises
+    ------
+    UnknownSolverError
+        If the name is not registered; the message lists the valid names.
+    ImportError
+        If the solver's optional dependencies are missing (the message names the extra).
+    InputError
+        For an invalid option.
+
+    Examples
+    --------
+    >>> get_solver("pal").name
+    'pal'
+    """
+    registry = _load()
+    info = registry.get(name)
+    if info is None:
+        raise UnknownSolverError(
+            f"unknown solver {name!r}; valid solvers: {', '.join(sorted(registry))}"
+        )
+    if not info.available:
+        raise ImportError(
+            f"solver {name!r} needs {', '.join(info.requires)}: pip install 'palopt[exact]'"
+        )
+    return info.factory(**config)
+
+
+def solve(instance: Instance, solver: str = "pal", *, time_limit: float | None = None,
+          seed: int | None = None, **config: Any) -> PlacementResult:
+    """Place ``instance``'s queue with the named solver: a pure function, no I/O.
+
+    Parameters
+    ----------
+    instance : Instance
+    solver : str, default "pal"
+    time_limit : float, optional
+        Seconds (exact solvers).
+    seed : int, optional
+        Seed for randomised solvers and tie-breaking.
+    **config
+        Solver options.
+
+    Returns
+    -------
+    PlacementResult
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> topo = build_cluster(1, 2, 4)
+    >>> inst = Instance(topo, ("A",), np.ones((1, 8)), np.array([[1.0, 1.7, 1.7]]),
+    ...                 (Job("a", 4, "A"), Job("b", 2, "A")))
+    >>> solve(inst, "packed-nonsticky").n_placed
+    2
+    """
+    return get_solver(solver, **config).solve(instance, time_limit=time_limit, seed=seed)
+
+
+def build_result(
+    instance: Instance,
+    solver: str,
+    chosen: dict[int, np.ndarray],
+    reasons: dict[int, str],
+    started: float,
+    *,
+    status: str = Status.HEURISTIC,
+    bound: float | None = None,
+    settings: dict[str, Any] | None = None,
+) -> PlacementResult:
+    """Assemble a :class:`PlacementResult` from queue position -> GPU indices.
+
+    Parameters
+    ----------
+    chosen : dict
+        Queue position -> GPU indices for placed jobs.
+    reasons : dict
+        Queue position -> reason for unplaced jobs (a default reason is used otherwise).
+    started : float
+        ``time.perf_counter()`` when the solve began.
+    """
+    placements: list[JobPlacement] = []
+    total = 0.0
+    for pos, job in enumerate(instance.queue):
+        p = job_placement(instance, job, chosen.get(pos), reasons.get(pos))
+        if p.cost is not None:
+            total += job.weight * p.cost
+        placements.append(p)
+    return PlacementResult(
+        placements=tuple(placements),
+        solver=solver,
+        status=status,
+        objective=total,
+        n_placed=sum(1 for p in placements if p.gpus),
+        wall_time=time.perf_counter() - started,
+        bound=bound,
+        settings=dict(settings or {}),
+    )

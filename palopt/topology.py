@@ -1,0 +1,408 @@
+"""Cluster topology: a networkx graph of GPUs, servers and switches, and the tier of any GPU set.
+
+The graph has nodes of four kinds (node attribute ``kind``):
+
+- ``gpu``: a leaf; joined to exactly one ``server`` by a ``pcie`` link, and to other GPUs of the
+  same server by ``nvlink`` links (an NVLink island is a connected component of those links);
+- ``server``: a host; joined to one switch by a ``network`` link (a one-server cluster needs none);
+- ``switch``: a network switch; switches form a tree whose root is the switch with ``tier="cluster"``
+  (or ``root=True``, or the only switch). A switch's ``tier`` names its level (``rack`` by default
+  for switches that servers attach to).
+
+From the graph, :class:`Topology` derives once, per GPU, the id of the group holding it at every
+tier, lowest first: ``nvlink`` (only if the graph has NVLink links) < ``server`` < switch levels
+from the leaves up to the root. The
+tier of a GPU set is the lowest tier at which all its GPUs share a group: a few array lookups.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import networkx as nx
+import numpy as np
+
+from palopt.errors import InputError
+
+__all__ = ["Topology", "build_cluster", "parse_shape"]
+
+GPU, SERVER, SWITCH = "gpu", "server", "switch"
+NVLINK, PCIE, NETWORK = "nvlink", "pcie", "network"
+KINDS = (GPU, SERVER, SWITCH)
+LINKS = (NVLINK, PCIE, NETWORK)
+
+
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """A validated cluster graph with dense GPU and server indices and per-tier group ids.
+
+    Build one with :func:`build_cluster` or :meth:`Topology.from_graph`; do not call the
+    constructor directly.
+
+    Attributes
+    ----------
+    graph : networkx.Graph
+        The cluster graph (read it, do not mutate it).
+    gpu_ids, server_ids : tuple of str
+        Node names in dense index order. GPUs of one server have consecutive indices.
+    tiers : tuple of str
+        Tier names, lowest first, e.g. ``("nvlink", "server", "rack", "cluster")``; ``nvlink`` is
+        present only when the graph has NVLink links.
+    groups : numpy.ndarray
+        ``groups[t, g]`` is the id of the group that holds GPU ``g`` at tier ``t``.
+    gpu_server : numpy.ndarray
+        Server index of each GPU.
+    server_start : numpy.ndarray
+        GPUs of server ``s`` are ``server_start[s]:server_start[s + 1]``.
+    """
+
+    graph: nx.Graph
+    gpu_ids: tuple[str, ...]
+    server_ids: tuple[str, ...]
+    tiers: tuple[str, ...]
+    groups: np.ndarray
+    gpu_server: np.ndarray
+    server_start: np.ndarray
+    _gpu_index: dict[str, int] = field(repr=False)
+
+    @property
+    def n_gpus(self) -> int:
+        """Number of GPUs."""
+        return len(self.gpu_ids)
+
+    @property
+    def n_servers(self) -> int:
+        """Number of servers."""
+        return len(self.server_ids)
+
+    @property
+    def server_sizes(self) -> np.ndarray:
+        """Number of GPUs of each server."""
+        return np.diff(self.server_start)
+
+    def index(self, gpu_id: str) -> int:
+        """Dense index of a GPU.
+
+        Raises
+        ------
+        InputError
+            If there is no GPU of that name.
+        """
+        try:
+            return self._gpu_index[gpu_id]
+        except KeyError:
+            raise InputError("gpu", gpu_id, "no GPU of that id in the topology") from None
+
+    def indices(self, gpu_ids: Iterable[str], field_name: str = "gpus") -> np.ndarray:
+        """Dense indices of GPU names, in the given order.
+
+        Raises
+        ------
+        InputError
+            Naming ``field_name`` if a name is unknown.
+        """
+        out = []
+        for name in gpu_ids:
+            idx = self._gpu_index.get(name)
+            if idx is None:
+                raise InputError(field_name, name, "no GPU of that id in the topology")
+            out.append(idx)
+        return np.asarray(out, dtype=np.int64)
+
+    def tier_index(self, gpus: Sequence[int] | np.ndarray) -> int:
+        """Index (into :attr:`tiers`) of the lowest tier holding all of ``gpus``.
+
+        Parameters
+        ----------
+        gpus : sequence of int
+            Dense GPU indices, at least one.
+
+        Examples
+        --------
+        >>> topo = build_cluster(racks=2, servers_per_rack=2, gpus_per_server=4)
+        >>> topo.tiers[topo.tier_index([0, 1])], topo.tiers[topo.tier_index([0, 8])]
+        ('server', 'cluster')
+        """
+        g = self.groups[:, np.asarray(gpus, dtype=np.int64)]
+        same = (g == g[:, :1]).all(axis=1)
+        return int(np.argmax(same))
+
+    def tier_of(self, gpus: Sequence[int] | np.ndarray) -> str:
+        """Name of the lowest tier holding all of ``gpus`` (see :meth:`tier_index`)."""
+        return self.tiers[self.tier_index(gpus)]
+
+    @property
+    def server_tier(self) -> int:
+        """Index of the ``server`` tier in :attr:`tiers` (1 with NVLink islands, else 0)."""
+        return self.tiers.index(SERVER)
+
+    def server_of(self, gpu: int) -> str:
+        """Name of the server holding GPU index ``gpu``."""
+        return self.server_ids[int(self.gpu_server[gpu])]
+
+    def to_node_link(self) -> dict[str, Any]:
+        """The graph in networkx node-link form (``edges`` key), ready for JSON."""
+        return nx.node_link_data(self.graph, edges="edges")
+
+    @classmethod
+    def from_node_link(cls, data: dict[str, Any], field_name: str = "topology") -> Topology:
+        """Build from networkx node-link data (``nodes`` and ``edges`` or ``links``).
+
+        Raises
+        ------
+        InputError
+            If the data is not node-link form or the graph is not a valid cluster.
+        """
+        if not isinstance(data, dict) or "nodes" not in data:
+            raise InputError(field_name, data, "expected node-link data with 'nodes' and 'edges'")
+        edges_key = "edges" if "edges" in data else "links"
+        if edges_key not in data:
+            raise InputError(field_name, sorted(data), "expected an 'edges' list")
+        try:
+            graph = nx.node_link_graph(
+                {"directed": False, "multigraph": False, "graph": {}, **data}, edges=edges_key
+            )
+        except (KeyError, TypeError, nx.NetworkXError) as exc:
+            raise InputError(field_name, data.get("nodes", [])[:1], f"bad node-link data: {exc}")
+        return cls.from_graph(graph, field_name=field_name)
+
+    @classmethod
+    def from_graph(cls, graph: nx.Graph, field_name: str = "topology") -> Topology:
+        """Validate a cluster graph and derive dense indices and tier groups.
+
+        Parameters
+        ----------
+        graph : networkx.Graph
+            Nodes carry ``kind`` (gpu, server, switch); edges carry ``link`` (nvlink, pcie,
+            network). GPUs may carry ``local`` (index within the server, used for ordering).
+        field_name : str
+            Prefix for error messages.
+
+        Returns
+        -------
+        Topology
+
+        Raises
+        ------
+        InputError
+            For an unknown kind or link, a GPU not on exactly one server, an NVLink between
+            servers, a disconnected graph, or switch levels with clashing tier names.
+        """
+        graph = nx.Graph(graph)
+        if graph.number_of_nodes() == 0:
+            raise InputError(f"{field_name}.nodes", [], "the topology has no nodes")
+        for node, data in graph.nodes(data=True):
+            if not isinstance(node, str):
+                raise InputError(f"{field_name}.nodes", node, "node ids must be strings")
+            if data.get("kind") not in KINDS:
+                raise InputError(f"{field_name}.nodes[{node}].kind", data.get("kind"),
+                                 f"must be one of {', '.join(KINDS)}")
+        for u, v, data in graph.edges(data=True):
+            if data.get("link") not in LINKS:
+                raise InputError(f"{field_name}.edges[{u}-{v}].link", data.get("link"),
+                                 f"must be one of {', '.join(LINKS)}")
+        if not nx.is_connected(graph):
+            parts = sorted(sorted(c)[0] for c in nx.connected_components(graph))
+            raise InputError(f"{field_name}", parts[:5],
+                             "the topology is disconnected (one node of each part shown)")
+        kind = nx.get_node_attributes(graph, "kind")
+        servers = [n for n in graph if kind[n] == SERVER]
+        if not servers:
+            raise InputError(f"{field_name}.nodes", [], "the topology has no server")
+        server_of: dict[str, str] = {}
+        for node in graph:
+            if kind[node] != GPU:
+                continue
+            hosts = [m for m in graph[node] if kind[m] == SERVER]
+            if len(hosts) != 1:
+                raise InputError(f"{field_name}.nodes[{node}]", hosts,
+                                 "a GPU must be linked to exactly one server")
+            server_of[node] = hosts[0]
+        if not server_of:
+            raise InputError(f"{field_name}.nodes", [], "the topology has no GPU")
+
+        server_order = {s: i for i, s in enumerate(servers)}
+        server_ids = tuple(s for s in servers if any(True for _ in _gpus_of(graph, s, kind)))
+
+        def gpu_key(g: str) -> tuple[int, Any, str]:
+            local = graph.nodes[g].get("local")
+            return (server_order[server_of[g]], local if isinstance(local, int) else 1 << 30, g)
+
+        gpu_ids = tuple(sorted(server_of, key=gpu_key))
+        gpu_index = {g: i for i, g in enumerate(gpu_ids)}
+        server_index = {s: i for i, s in enumerate(server_ids)}
+        gpu_server = np.array([server_index[server_of[g]] for g in gpu_ids], dtype=np.int64)
+        server_start = np.searchsorted(gpu_server, np.arange(len(server_ids) + 1)).astype(np.int64)
+
+        island = np.arange(len(gpu_ids), dtype=np.int64)
+        nvlinked = nx.Graph()
+        for u, v, data in graph.edges(data=True):
+            if data["link"] != NVLINK:
+                continue
+            if kind[u] != GPU or kind[v] != GPU or server_of[u] != server_of[v]:
+                raise InputError(f"{field_name}.edges[{u}-{v}]", "nvlink",
+                                 "an NVLink must join two GPUs of the same server")
+            nvlinked.add_edge(gpu_index[u], gpu_index[v])
+        for comp in nx.connected_components(nvlinked):
+            members = sorted(comp)
+            island[members] = members[0]
+
+        switch_tiers, switch_levels = _switch_levels(graph, kind, server_ids, field_name)
+        rows = [island] if len(nvlinked) else []
+        rows.append(gpu_server)
+        rows.extend(switch_levels[:, lvl][gpu_server] for lvl in range(len(switch_tiers)))
+        groups = np.stack(rows)
+        tiers = ((NVLINK,) if len(nvlinked) else ()) + (SERVER, *switch_tiers)
+        if len(set(tiers)) != len(tiers):
+            raise InputError(f"{field_name}.switch tiers", tiers, "tier names must be distinct")
+        for arr in (groups, gpu_server, server_start):
+            arr.setflags(write=False)
+        return cls(graph, gpu_ids, server_ids, tiers, groups, gpu_server, server_start, gpu_index)
+
+
+def _gpus_of(graph: nx.Graph, server: str, kind: dict[str, str]) -> Iterable[str]:
+    return (m for m in graph[server] if kind[m] == GPU)
+
+
+def _switch_levels(
+    graph: nx.Graph, kind: dict[str, str], server_ids: tuple[str, ...], field_name: str
+) -> tuple[tuple[str, ...], np.ndarray]:
+    """Tier names of the switch levels (leaves first) and each server's group at each level."""
+    switches = [n for n in graph if kind[n] == SWITCH]
+    if not switches:
+        if len(server_ids) > 1:
+            raise InputError(f"{field_name}.nodes", list(server_ids[:3]),
+                             "several servers but no switch joins them")
+        return (), np.zeros((len(server_ids), 0), dtype=np.int64)
+    roots = [s for s in switches if graph.nodes[s].get("root")] or [
+        s for s in switches if graph.nodes[s].get("tier") == "cluster"
+    ]
+    if len(switches) == 1:
+        roots = switches
+    if len(roots) != 1:
+        raise InputError(f"{field_name}.nodes", roots or switches[:3],
+                         "cannot tell the root switch: mark exactly one with tier 'cluster'")
+    net = graph.subgraph([n for n in graph if kind[n] != GPU])
+    depth = nx.single_source_shortest_path_length(net, roots[0])
+    parent = dict(nx.bfs_predecessors(net, roots[0]))
+    max_depth = max(depth[s] for s in switches)
+    names: list[str | None] = [None] * (max_depth + 1)
+    for s in switches:
+        d = depth[s]
+        tier = graph.nodes[s].get("tier")
+        if tier is None:
+            tier = "cluster" if d == 0 else ("rack" if d == max_depth else f"level{d}")
+        if names[d] not in (None, tier):
+            raise InputError(f"{field_name}.nodes[{s}].tier", tier,
+                             f"switches at depth {d} must share one tier name ({names[d]!r})")
+        names[d] = tier
+    # Groups per level, indexed root first; a server shallower than a level is its own group.
+    switch_index = {s: i for i, s in enumerate(switches)}
+    n_sw = len(switches)
+    levels = np.empty((len(server_ids), max_depth + 1), dtype=np.int64)
+    for i, s in enumerate(server_ids):
+        if s not in parent:
+            raise InputError(f"{field_name}.nodes[{s}]", s, "server is not reached from the root")
+        chain = []
+        node = parent[s]
+        while True:
+            if kind[node] != SWITCH:
+                raise InputError(f"{field_name}.nodes[{s}]", node,
+                                 "a server must hang from a switch, not another server")
+            chain.append(node)
+            if node == roots[0]:
+                break
+            node = parent[node]
+        chain.reverse()
+        for d in range(max_depth + 1):
+            levels[i, d] = switch_index[chain[d]] if d < len(chain) else n_sw + i
+    tier_names = tuple(str(n) for n in reversed(names))
+    return tier_names, levels[:, ::-1].copy()
+
+
+def build_cluster(
+    racks: int = 1,
+    servers_per_rack: int = 1,
+    gpus_per_server: int = 4,
+    nvlink_island: int | None = None,
+) -> Topology:
+    """Build a regular cluster: racks of servers of GPUs, racks under one cluster switch.
+
+    Names: ``gpu{i}`` (global index, server-major), ``server{j}``, ``rack{r}``, ``cluster``.
+
+    Parameters
+    ----------
+    racks, servers_per_rack, gpus_per_server : int
+        Shape of the cluster; each at least 1.
+    nvlink_island : int, optional
+        GPUs per NVLink island inside each server (must divide ``gpus_per_server``); ``None``
+        means PCIe only (every GPU its own island).
+
+    Returns
+    -------
+    Topology
+
+    Raises
+    ------
+    InputError
+        For a non-positive size or an island size that does not divide the server.
+
+    Examples
+    --------
+    >>> topo = build_cluster(racks=2, servers_per_rack=4, gpus_per_server=8, nvlink_island=4)
+    >>> topo.n_gpus, topo.n_servers, topo.tiers
+    (64, 8, ('nvlink', 'server', 'rack', 'cluster'))
+    """
+    for name, value in (("racks", racks), ("servers_per_rack", servers_per_rack),
+                        ("gpus_per_server", gpus_per_server)):
+        if not isinstance(value, int) or value < 1:
+            raise InputError(name, value, "must be a positive integer")
+    if nvlink_island is not None and (
+        not isinstance(nvlink_island, int) or nvlink_island < 1
+        or gpus_per_server % nvlink_island
+    ):
+        raise InputError("nvlink_island", nvlink_island,
+                         f"must be a positive divisor of gpus_per_server ({gpus_per_server})")
+    graph = nx.Graph()
+    graph.add_node("cluster", kind=SWITCH, tier="cluster")
+    gpu = 0
+    for r in range(racks):
+        rack = f"rack{r}"
+        graph.add_node(rack, kind=SWITCH, tier="rack")
+        graph.add_edge(rack, "cluster", link=NETWORK)
+        for s_local in range(servers_per_rack):
+            server = f"server{r * servers_per_rack + s_local}"
+            graph.add_node(server, kind=SERVER)
+            graph.add_edge(server, rack, link=NETWORK)
+            for local in range(gpus_per_server):
+                name = f"gpu{gpu}"
+                graph.add_node(name, kind=GPU, local=local)
+                graph.add_edge(name, server, link=PCIE)
+                if nvlink_island and local % nvlink_island:
+                    graph.add_edge(f"gpu{gpu - 1}", name, link=NVLINK)
+                gpu += 1
+    return Topology.from_graph(graph)
+
+
+def parse_shape(shape: str) -> Topology:
+    """Build a cluster from a shape string: ``SERVERSxGPUS`` or ``RACKSxSERVERSxGPUS``.
+
+    Examples
+    --------
+    >>> parse_shape("16x4").n_gpus
+    64
+    >>> parse_shape("2x8x4").tiers
+    ('server', 'rack', 'cluster')
+    """
+    parts = shape.lower().split("x")
+    try:
+        nums = [int(p) for p in parts]
+    except ValueError:
+        raise InputError("cluster", shape, "expected SERVERSxGPUS or RACKSxSERVERSxGPUS") from None
+    if len(nums) == 2:
+        return build_cluster(1, nums[0], nums[1])
+    if len(nums) == 3:
+        return build_cluster(nums[0], nums[1], nums[2])
+    raise InputError("cluster", shape, "expected SERVERSxGPUS or RACKSxSERVERSxGPUS")
