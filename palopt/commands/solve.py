@@ -56,8 +56,8 @@ def format_result(instance: Instance, result: PlacementResult) -> str:
     """A human-readable table of a placement result."""
     topo = instance.topology
     lines = [
-        f"solver {result.solver}: status {result.status}, {result.n_placed}/{len(result.placements)}"
-        f" jobs placed, objective {result.objective:.4f}"
+        f"solver {result.solver}: status {result.status}, "
+        f"{result.n_placed}/{len(result.placements)} jobs placed, objective {result.objective:.4f}"
         + (f", bound {result.bound:.4f}, gap {100 * (result.gap or 0):.2f}%"
            if result.bound is not None else "")
         + f", {1000 * result.wall_time:.1f} ms",

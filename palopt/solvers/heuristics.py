@@ -166,9 +166,9 @@ def place_sticky(instance: Instance, chooser: Chooser, rng: np.random.Generator
     reasons: dict[int, str] = {}
     for pos, job in enumerate(queue):
         if job.is_running:
-            gpus = np.asarray(job.current_gpus, dtype=np.int64)
-            pool.take(gpus)
-            chosen[pos] = gpus
+            held = np.asarray(job.current_gpus, dtype=np.int64)
+            pool.take(held)
+            chosen[pos] = held
     stopped: Job | None = None
     for pos, job in enumerate(queue):
         if job.is_running:

@@ -77,7 +77,8 @@ class FreePool:
         return lo + np.flatnonzero(self.free[lo:hi])
 
     def lowest_on_server(self, c: int, s: int, n: int) -> np.ndarray:
-        """The ``n`` free GPUs of server ``s`` with the lowest level for class ``c`` (ties by index)."""
+        """The ``n`` free GPUs of server ``s`` with the lowest levels for class ``c`` (ties by
+        index)."""
         cand = self.server_gpus(s)
         order = np.argsort(self.level[c][cand], kind="stable")
         return cand[order[:n]]
