@@ -114,5 +114,5 @@ def load_workloads(path: str | Path = ARTIFACT_WORKLOADS) -> Workloads:
         pen = spec.get("penalties", 1.0)
         if not isinstance(pen, (int, float, dict)) or isinstance(pen, bool):
             raise InputError(f"{where}.penalties", pen, "expected a number or {tier: penalty}")
-        models[name] = WorkloadModel(name, cls, float(t), pen, str(spec.get("profile", "")))
+        models[name] = WorkloadModel(name, str(cls), float(t), pen, str(spec.get("profile", "")))
     return Workloads(tuple(classes), models, str(data.get("source", "")))
