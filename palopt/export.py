@@ -6,12 +6,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from palopt.hostlist import compress_hostlist
+from palopt.hostlist import compress_hostlist, expand_hostlist
 from palopt.instance import Instance
 from palopt.result import PlacementResult
 from palopt.topology import Topology
 
-__all__ = ["FRAME_COLUMNS", "SlurmAllocation", "to_frame", "slurm_allocations", "format_slurm"]
+__all__ = ["FRAME_COLUMNS", "SlurmAllocation", "format_slurm", "local_index", "slurm_allocations",
+           "to_frame"]
 
 FRAME_COLUMNS = ("job", "action", "n_gpus", "gpus", "servers", "cost", "slowdown", "tier",
                  "penalty", "reason")
@@ -68,8 +69,9 @@ class SlurmAllocation:
     nodelist : str
         Compressed Slurm host list of the job's servers, e.g. ``node[01-03]``.
     devices : tuple of (str, str)
-        ``(server, CUDA_VISIBLE_DEVICES)`` per server, in server order; devices are the GPUs'
-        local indices (see :func:`local_index`), comma-separated.
+        ``(server, CUDA_VISIBLE_DEVICES)`` per server, in the order of the expanded
+        ``nodelist``; devices are the GPUs' local indices (see :func:`local_index`), sorted and
+        comma-separated.
     """
 
     job: str
@@ -111,8 +113,10 @@ devices=(('server0', '0,1'), ('server1', '0,1')))]
         per_server: dict[str, list[int]] = {}
         for g in sorted(p.gpus):
             per_server.setdefault(topo.server_of(g), []).append(local_index(topo, g))
-        devices = tuple((s, ",".join(map(str, sorted(d)))) for s, d in per_server.items())
-        out.append(SlurmAllocation(p.job_id, p.action, compress_hostlist(per_server), devices))
+        nodelist = compress_hostlist(per_server)
+        devices = tuple((s, ",".join(map(str, sorted(per_server[s]))))
+                        for s in expand_hostlist(nodelist))
+        out.append(SlurmAllocation(p.job_id, p.action, nodelist, devices))
     return out
 
 
