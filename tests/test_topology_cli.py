@@ -14,6 +14,9 @@ from palopt.cli import main
 from palopt.cost import assert_feasible
 from palopt.export import FRAME_COLUMNS, local_index, slurm_allocations, to_frame
 from palopt.hostlist import expand_hostlist
+from palopt.importers.assemble import assemble_topology
+from palopt.importers.nvidia_smi import parse_nvidia_smi
+from palopt.importers.slurm import parse_topology_conf
 from palopt.instance import Instance, Job
 from palopt.io import instance_from_dict
 from palopt.solvers import solve
@@ -204,3 +207,26 @@ def test_to_frame(built: Path) -> None:
         assert row.servers == tuple(dict.fromkeys(g.split("/")[0] for g in row.gpus))
         assert row.tier == by_job[row.job].tier
     assert frame["cost"].dtype == np.float64 and isinstance(frame, pd.DataFrame)
+
+
+def test_build_without_slurm_joins_servers_under_one_switch(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "build", "--server", f"a={SAMPLES / 'dgx-a100.txt'}",
+                 "--server", f"b[1-2]={SAMPLES / 'pcie-only.txt'}"]) == 0
+    topo = Topology.from_node_link(json.loads(capsys.readouterr().out))
+    assert topo.server_ids == ("a", "b1", "b2")
+    assert topo.tiers == ("nvlink", "server", "cluster")
+    assert main(["topology", "build", "--nvidia-smi", str(SAMPLES / "dgx-a100.txt"),
+                 "--server", f"a={SAMPLES / 'dgx-a100.txt'}"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_unbalanced_tree_tiers_follow_depth_from_root() -> None:
+    tree = parse_topology_conf("SwitchName=leafA Nodes=n[1-2]\nSwitchName=leafB Nodes=n[3-4]\n"
+                               "SwitchName=mid Switches=leafB\n"
+                               "SwitchName=top Switches=leafA,mid\n")
+    topo = assemble_topology(tree, {}, parse_nvidia_smi("GPU0\nGPU0 X"))
+    assert topo.tiers == ("server", "rack", "level1", "cluster")
+    assert topo.tier_of([2, 3]) == "rack"
+    assert topo.tier_of([0, 1]) == "level1"
+    assert topo.tier_of([0, 2]) == "cluster"
