@@ -5,8 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from palopt.errors import InputError
+from palopt.importers.assemble import assemble_topology
+from palopt.importers.nvidia_smi import parse_nvidia_smi
 from palopt.importers.slurm import parse_topology_conf, read_topology_conf
 
 SAMPLES = Path(__file__).resolve().parent.parent / "instances" / "topology"
@@ -77,3 +81,50 @@ def test_empty_file() -> None:
     with pytest.raises(InputError, match="no SwitchName") as info:
         parse_topology_conf("# nothing\n", "t.conf")
     assert info.value.field == "t.conf"
+
+
+@st.composite
+def _trees(draw: st.DrawFn) -> tuple[str, dict[str, str], dict[str, str]]:
+    """A random switch tree as topology.conf text, each host's leaf, each switch's parent."""
+    n = draw(st.integers(1, 8))
+    parent = {f"s{i}": f"s{draw(st.integers(0, i - 1))}" for i in range(1, n)}
+    children: dict[str, list[str]] = {f"s{i}": [] for i in range(n)}
+    for child, up in parent.items():
+        children[up].append(child)
+    lines, leaf_of, host = [], {}, 0
+    for s, kids in children.items():
+        if kids:
+            lines.append(f"SwitchName={s} Switches={','.join(kids)}")
+            continue
+        hosts = [f"h{host + k}" for k in range(draw(st.integers(1, 2)))]
+        host += len(hosts)
+        leaf_of.update(dict.fromkeys(hosts, s))
+        lines.append(f"SwitchName={s} Nodes={','.join(hosts)}")
+    order = draw(st.permutations(lines))
+    return "\n".join(order), leaf_of, parent
+
+
+@given(_trees())
+@settings(max_examples=40, deadline=None)
+def test_random_trees_share_rack_on_a_leaf_and_lca_tier_otherwise(tree_data) -> None:
+    text, leaf_of, parent = tree_data
+    tree = parse_topology_conf(text)
+    topo = assemble_topology(tree, {}, parse_nvidia_smi("GPU0\nGPU0 X"))
+
+    def ancestors(s: str) -> list[str]:
+        chain = [s]
+        while chain[-1] in parent:
+            chain.append(parent[chain[-1]])
+        return chain
+
+    hosts = list(topo.server_ids)
+    for a in range(len(hosts)):
+        for b in range(a + 1, len(hosts)):
+            la, lb = leaf_of[hosts[a]], leaf_of[hosts[b]]
+            if la == lb:
+                expected = "rack" if la != "s0" else "cluster"
+            else:
+                up = set(ancestors(lb))
+                lca = next(s for s in ancestors(la) if s in up)
+                expected = "cluster" if lca == "s0" else f"level{len(ancestors(lca)) - 1}"
+            assert topo.tier_of([a, b]) == expected

@@ -14,14 +14,18 @@ the next. The switches must form one tree: one root, every other switch the chil
 switch, every node under exactly one switch.
 
 Mapping to the topology model: every switch becomes a ``switch`` node and every node a ``server``
-node, joined by ``network`` links. A switch's tier follows its depth below the root: the root is
-``cluster``, the deepest switches are ``rack``, levels in between are ``level1``, ``level2``, ...
-(counted from the root), as :class:`~palopt.topology.Topology` names them by default.
+node, joined by ``network`` links. Tiers: the root is ``cluster``, leaf switches (those listing
+nodes) are ``rack``, switches in between are ``level1``, ``level2``, ... by depth below the root.
+The topology model groups GPUs by depth below the root, so in an unbalanced tree a leaf switch
+above the deepest level is lengthened by pass-through switches ``<leaf>~1``, ``<leaf>~2``, ...
+(attribute ``padding=True``) between it and its parent: servers on one leaf switch then always
+share the ``rack`` tier.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import networkx as nx
@@ -83,14 +87,18 @@ class SlurmTree:
         return tuple(n for s in self.switches for n in s.nodes)
 
     def tier(self, switch: str) -> str:
-        """Tier name of a switch: ``cluster`` (root), ``rack`` (deepest) or ``level{depth}``."""
-        d, deepest = self.depth[switch], max(self.depth.values())
-        if d == 0:
+        """Tier name of a switch: ``cluster`` (root), ``rack`` (leaf) or ``level{depth}``."""
+        if switch == self.root:
             return "cluster"
-        return "rack" if d == deepest else f"level{d}"
+        return "rack" if self._by_name[switch].nodes else f"level{self.depth[switch]}"
+
+    @cached_property
+    def _by_name(self) -> dict[str, SlurmSwitch]:
+        return {s.name: s for s in self.switches}
 
     def graph(self) -> nx.Graph:
-        """The switches (kind ``switch`` with ``tier``) and hosts (kind ``server``) as a graph.
+        """The switches (kind ``switch`` with ``tier``) and hosts (kind ``server``) as a graph,
+        with leaf switches padded to the deepest level (see the module docstring).
 
         Examples
         --------
@@ -99,11 +107,20 @@ class SlurmTree:
         [('n1', 'server'), ('n2', 'server'), ('s1', 'switch'), ('top', 'switch')]
         """
         g = nx.Graph()
+        deepest = max(self.depth.values())
         for s in sorted(self.switches, key=lambda s: self.depth[s.name]):
             g.add_node(s.name, kind="switch", tier=self.tier(s.name))
         for s in self.switches:
             for child in s.switches:
-                g.add_edge(s.name, child, link="network")
+                upper = s.name
+                if self._by_name[child].nodes:
+                    for k in range(deepest - self.depth[child], 0, -1):
+                        pad = f"{child}~{k}"
+                        g.add_node(pad, kind="switch", padding=True,
+                                   tier=f"level{deepest - k}")
+                        g.add_edge(upper, pad, link="network")
+                        upper = pad
+                g.add_edge(upper, child, link="network")
             for node in s.nodes:
                 g.add_node(node, kind="server")
                 g.add_edge(node, s.name, link="network")
