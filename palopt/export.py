@@ -85,6 +85,9 @@ def local_index(topology: Topology, gpu: int) -> int:
 
     The GPU node's ``local`` attribute (set from ``nvidia-smi`` by the importers, and by
     :func:`~palopt.topology.build_cluster`), else its position among its server's GPUs.
+    These are physical indices (``nvidia-smi`` numbering; CUDA uses it with
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``): apply them where devices are not renumbered, e.g. on whole
+    nodes, not inside a Slurm step whose cgroup already hides the other GPUs.
     """
     local = topology.graph.nodes[topology.gpu_ids[gpu]].get("local")
     if isinstance(local, int):
