@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from palopt.hostlist import compress_hostlist, expand_hostlist
 from palopt.instance import Instance
 from palopt.result import PlacementResult
 from palopt.topology import Topology
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["FRAME_COLUMNS", "SlurmAllocation", "format_slurm", "local_index", "slurm_allocations",
            "to_frame"]
@@ -46,6 +48,8 @@ def to_frame(result: PlacementResult, instance: Instance) -> pd.DataFrame:
     0   a  start       2  server
     1   b   wait       4     NaN
     """
+    import pandas as pd  # only here: the CLI's other paths need not pay for importing it
+
     topo = instance.topology
     sizes = {job.id: job.num_gpus for job in instance.queue}
     rows = [
