@@ -128,6 +128,9 @@ def _bad_conf(tmp_path: Path) -> Path:
     (lambda t: ["--nvidia-smi", str(t / "missing.txt")], "No such file"),
     (lambda t: ["--server", f"n[2-1]={SAMPLES / 'dgx-a100.txt'}"], "start above end"),
     (lambda t: [], "give --slurm, --nvidia-smi or --server"),
+    (lambda t: ["--server", f"n[1-2]={SAMPLES / 'dgx-a100.txt'}",
+                "--server", f"n2={SAMPLES / 'pcie-only.txt'}"],
+     "'n2': server given more than once"),
 ])
 def test_build_errors_exit_2(args, expected: str, tmp_path: Path,
                              capsys: pytest.CaptureFixture[str]) -> None:

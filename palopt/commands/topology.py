@@ -74,6 +74,8 @@ def build_from_files(slurm: Path | None, default: Path | None,
     per_server: dict[str, GpuMatrix] = {}
     for names, path in servers:
         for name in expand_hostlist(names, "--server"):
+            if name in per_server:
+                raise InputError("--server", name, "server given more than once")
             per_server[name] = matrix(path)
     tree = read_topology_conf(slurm) if slurm else None
     fallback = matrix(default) if default else None
