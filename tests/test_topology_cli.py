@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import jsonschema
 import networkx as nx
 import numpy as np
 import pandas as pd
@@ -18,7 +19,7 @@ from palopt.importers.assemble import assemble_topology
 from palopt.importers.nvidia_smi import parse_nvidia_smi
 from palopt.importers.slurm import parse_topology_conf
 from palopt.instance import Instance, Job
-from palopt.io import instance_from_dict
+from palopt.io import instance_from_dict, instance_schema
 from palopt.solvers import solve
 from palopt.topology import Topology
 
@@ -75,7 +76,9 @@ def test_build_to_stdout_single_server(capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_built_topology_instance_solves_feasibly(built: Path) -> None:
-    inst = instance_from_dict(_instance_dict(json.loads(built.read_text())))
+    data = _instance_dict(json.loads(built.read_text()))
+    jsonschema.validate(data, instance_schema())
+    inst = instance_from_dict(data)
     result = solve(inst, "pal", seed=0)
     assert_feasible(inst, result.assignment())
     assert result.n_placed == len(inst.queue)
