@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from palopt.cost import assert_feasible
+from palopt.export import format_slurm
 from palopt.instance import Instance
 from palopt.io import instance_schema, load_instance
 from palopt.result import PlacementResult
@@ -36,8 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", "-o", action="append", type=_parse_option, default=[],
                    metavar="KEY=VALUE", help="solver option (repeatable), e.g. -o backend=highs")
     p.add_argument("--out", type=Path, help="also write the result as JSON to this file")
-    p.add_argument("--format", choices=["text", "json"], default="text",
-                   help="what to print (default: a table)")
+    p.add_argument("--format", choices=["text", "json", "slurm"], default="text",
+                   help="what to print (default: a table; slurm: node list and "
+                        "CUDA_VISIBLE_DEVICES per placed job)")
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("validate", help="check an instance file; exit 2 with the reason if bad")
@@ -89,6 +91,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.format == "json":
         json.dump(data, sys.stdout, indent=1)
         print()
+    elif args.format == "slurm":
+        print(format_slurm(result, instance))
     else:
         print(format_result(instance, result))
     return 0
