@@ -45,6 +45,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        sys.stderr.close()  # the reader went away (e.g. `| head`): not an error of ours
+        return 0
     except (PaloptError, OSError, ImportError) as exc:
         print(f"palopt: error: {exc}", file=sys.stderr)
         return 2

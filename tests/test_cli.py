@@ -29,7 +29,7 @@ def instance_file(tmp_path: Path) -> Path:
 
 def test_solve_prints_placement_and_writes_json(instance_file, tmp_path, capsys):
     out = tmp_path / "result.json"
-    assert main(["solve", str(instance_file), "--out", str(out)]) == 0
+    assert main(["solve", str(instance_file), "--out", str(out), "--format", "table"]) == 0
     text = capsys.readouterr().out
     assert "solver pal" in text and "j0" in text and "not placed" in text
     data = json.loads(out.read_text())
@@ -93,7 +93,7 @@ def test_console_script_runs(instance_file):
     proc = subprocess.run([sys.executable, "-m", "palopt.cli", "solve", str(instance_file)],
                           capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
-    assert "solver pal" in proc.stdout
+    assert json.loads(proc.stdout)["solver"] == "pal"
 
 
 def test_library_call_is_pure(instance_file, tmp_path, capsys, monkeypatch):

@@ -37,9 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", "-o", action="append", type=_parse_option, default=[],
                    metavar="KEY=VALUE", help="solver option (repeatable), e.g. -o backend=highs")
     p.add_argument("--out", type=Path, help="also write the result as JSON to this file")
-    p.add_argument("--format", choices=["text", "json", "slurm"], default="text",
-                   help="what to print (default: a table; slurm: node list and "
-                        "CUDA_VISIBLE_DEVICES per placed job)")
+    p.add_argument("--format", choices=["json", "table", "slurm"], default="json",
+                   help="what to print: the result as JSON (default), a table, or per placed "
+                        "job its Slurm node list and CUDA_VISIBLE_DEVICES per node")
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("validate", help="check an instance file; exit 2 with the reason if bad")
