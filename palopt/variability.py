@@ -387,7 +387,7 @@ def read_measurements(
             raise InputError(f"{name}: column", col,
                              f"no such column; columns: {', '.join(map(str, df.columns))}")
     if df.empty:
-        raise InputError(name, 0, "no data rows")
+        raise InputError(name, "header only", "no data rows")
     ids = df[id_columns].apply(lambda s: s.str.strip())
     blank = (ids == "").any(axis=1).to_numpy()
     if blank.any():
