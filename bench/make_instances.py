@@ -46,7 +46,8 @@ def trace_jobs(data: Path) -> pd.DataFrame:
                          "job_class": jobs["model"].map(MODEL_CLASS).to_numpy()})
 
 
-def draw_queue(rng: np.random.Generator, sizes: Sequence[int], classes: Sequence[str],
+def draw_queue(rng: np.random.Generator, sizes: Sequence[int] | np.ndarray,
+               classes: Sequence[str] | np.ndarray,
                topology: Topology, n_running: int) -> list[Job]:
     """Jobs ``j00, j01, ...``; the first ``n_running`` that fit get GPUs as running jobs.
 

@@ -268,10 +268,8 @@ class VariabilityProfile:
             raise InputError(where, type(data).__name__, "expected a JSON object")
         if data.get("format") != PROFILE_FORMAT:
             raise InputError(f"{where}.format", data.get("format"), f"expected {PROFILE_FORMAT!r}")
-        classes, gpus = data.get("classes"), data.get("gpus")
-        for name, items in (("classes", classes), ("gpus", gpus)):
-            if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
-                raise InputError(f"{where}.{name}", items, "expected a list of strings")
+        classes = _strings(data, "classes", where)
+        gpus = _strings(data, "gpus", where)
         values = data.get("values")
         if not isinstance(values, Mapping):
             raise InputError(f"{where}.values", values, "expected a mapping class -> list")
@@ -285,14 +283,19 @@ class VariabilityProfile:
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                     raise InputError(f"{where}.values.{c}.{g}", v, "must be a number or null")
             rows.append([math.nan if v is None else float(v) for v in row])
-        origin = data.get("origin", [])
-        if not isinstance(origin, list) or not all(isinstance(x, str) for x in origin):
-            raise InputError(f"{where}.origin", origin, "expected a list of strings")
+        origin = _strings(data, "origin", where) if "origin" in data else []
         source = data.get("source", "")
         if not isinstance(source, str):
             raise InputError(f"{where}.source", source, "expected a string")
         return cls(tuple(classes), tuple(gpus), np.array(rows, dtype=np.float64).reshape(
             len(classes), len(gpus)), source, tuple(origin))
+
+
+def _strings(data: Mapping[str, Any], key: str, where: str) -> list[str]:
+    items = data.get(key)
+    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+        raise InputError(f"{where}.{key}", items, "expected a list of strings")
+    return items
 
 
 def save_profile(profile: VariabilityProfile, path: str | Path) -> None:
@@ -609,4 +612,5 @@ def build_instance(
                          "missing value (assign with missing='median' or drop the class)")
     levels = bin_profile(profile, method, **options)
     pen = penalty_matrix(topology, profile.classes, penalties)
-    return Instance(topology, profile.classes, levels, pen, tuple(queue), busy)
+    mask = np.zeros(topology.n_gpus, dtype=bool) if busy is None else busy
+    return Instance(topology, profile.classes, levels, pen, tuple(queue), mask)
