@@ -9,8 +9,8 @@ Writes, deterministically (fixed seeds below):
 - ``longhorn-32gpu.json``: 8 servers x 4 GPUs with the slowdowns of ``32gpu-variability.csv``
   (GPU ``i`` of the table on GPU ``i`` of the cluster), binned by the artifact's rule, a 1.7
   penalty across servers, and 16 jobs (4 of them running);
-- ``longhorn-256gpu.json``: 2 racks x 32 servers x 4 GPUs with GPUs drawn from the Longhorn
-  measurement files (ResNet-50 -> classA, BERT -> classB and classC, PageRank -> classD),
+- ``longhorn-256gpu.json``: 2 racks x 32 servers x 4 GPUs with whole servers drawn from the
+  Longhorn measurement files (ResNet-50 -> classA, BERT -> classB and classC, PageRank -> classD),
   binned by exact k-means with the 2% rule, penalties 1.7 across servers of a rack and 2.2
   across racks, and 64 jobs resampled from the Sia-Philly traces (12 of them running).
 """
@@ -98,7 +98,7 @@ def longhorn_256gpu(data: Path) -> Instance:
     """The 256-GPU instance (see the module docstring)."""
     topo = build_cluster(racks=2, servers_per_rack=32, gpus_per_server=4)
     profile = assign_profile(load_longhorn(data / "variability"), topo, seed=256,
-                             missing="sample")
+                             missing="sample", by="server")
     rng = np.random.default_rng(256)
     trace = trace_jobs(data)
     rows = trace.iloc[rng.choice(len(trace), size=64, replace=True)]
@@ -131,7 +131,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         name="longhorn-256gpu",
         source="PAL artifact (hal-uw/blox-pal) variability/{resnet,bert,pagerank}-longhorn-agg"
                ".csv: per-GPU median run, normalised to the median GPU, joined on "
-               "cabinet-node-device; 256 GPUs drawn with seed 256 (missing='sample'); levels "
+               "cabinet-node-device; 64 whole measured servers drawn with seed 256 "
+               "(by='server', missing='sample'); levels "
                "by exact 1-D k-means, 2% rule",
         licence=LICENCE,
         description="2 racks x 32 servers x 4 GPUs, penalties 1.7 across servers, 2.2 across "

@@ -26,7 +26,9 @@ Assigning to a cluster
 ----------------------
 :func:`assign_profile` gives each GPU of a :class:`~palopt.topology.Topology` the whole column of
 one measured GPU (all its classes together), drawn with an explicit seed without replacement
-(or in profile order without a seed). ``missing="drop"`` draws only GPUs measured in every class;
+(or in profile order without a seed); ``by="server"`` draws whole measured servers instead, so
+GPUs that share a cluster server shared a real one (the 384 Longhorn GPUs are 96 whole servers
+of 4). ``missing="drop"`` draws only GPUs measured in every class;
 ``missing="median"`` draws from every GPU and counts an unmeasured class as the median GPU
 (1.0), which is what the artifact's simulator did for a GPU absent from a class's file;
 ``missing="sample"`` also draws from every GPU but fills an unmeasured class with a value drawn
@@ -479,6 +481,7 @@ def assign_profile(
     topology: Topology,
     seed: int | None,
     missing: str = "drop",
+    by: str = "gpu",
 ) -> VariabilityProfile:
     """Give every GPU of a cluster the measured values of one profile GPU, all classes together.
 
@@ -487,14 +490,21 @@ def assign_profile(
     profile : VariabilityProfile
     topology : Topology
     seed : int or None
-        ``None``: the first eligible profile GPUs in profile order go to the cluster's GPUs in
-        index order. An int: eligible GPUs are drawn uniformly without replacement with
+        ``None``: eligible profile GPUs (or servers) in profile order go to the cluster's GPUs
+        (servers) in index order. An int: they are drawn uniformly without replacement with
         ``numpy.random.default_rng(seed)``.
     missing : {"drop", "median", "sample"}
         ``"drop"``: only GPUs measured in every class are eligible. ``"median"``: every GPU is
         eligible and an unmeasured class counts as 1.0 (the artifact's simulator rule).
         ``"sample"``: every GPU is eligible and an unmeasured class takes a value drawn with
-        replacement from that class's measured GPUs (needs a seed).
+        replacement from that class's measured GPUs (needs a seed); classes with identical
+        measurements (the artifact's B and C, both from BERT) get identical draws.
+    by : {"gpu", "server"}
+        ``"gpu"``: draw GPUs independently. ``"server"``: draw whole measured servers, so GPUs
+        that share a server in the cluster shared one when measured (keeping any per-server
+        effect such as cooling). A GPU's measured server is its key without the last ``-`` part
+        (``c005-4-3`` is on ``c005-4``); each cluster server of ``m`` GPUs takes a distinct
+        measured server with at least ``m`` eligible GPUs, and its first ``m`` of them.
 
     Returns
     -------
@@ -504,7 +514,8 @@ def assign_profile(
     Raises
     ------
     InputError
-        For an unknown ``missing`` rule, too few eligible GPUs, or ``"sample"`` without a seed.
+        For an unknown rule, too few eligible GPUs or servers, keys without a server part
+        (``by="server"``), or ``"sample"`` without a seed.
 
     Examples
     --------
@@ -516,29 +527,63 @@ def assign_profile(
     """
     if missing not in MISSING_RULES:
         raise InputError("missing", missing, f"must be one of {', '.join(MISSING_RULES)}")
+    if by not in ("gpu", "server"):
+        raise InputError("by", by, "must be 'gpu' or 'server'")
     if missing == "sample" and seed is None:
         raise InputError("seed", None, "missing='sample' draws values and needs a seed")
     eligible = np.flatnonzero(profile.complete()) if missing == "drop" \
         else np.arange(profile.n_gpus)
-    n = topology.n_gpus
-    if len(eligible) < n:
-        raise InputError("profile", f"{len(eligible)} eligible GPUs",
-                         f"the cluster has {n} GPUs"
-                         + (" (try missing='median')" if missing == "drop" else ""))
+    hint = " (try missing='median' or 'sample')" if missing == "drop" else ""
     rng = np.random.default_rng(seed)
-    chosen = eligible[:n] if seed is None else rng.choice(eligible, size=n, replace=False)
+    n = topology.n_gpus
+    if by == "gpu":
+        if len(eligible) < n:
+            raise InputError("profile", f"{len(eligible)} eligible GPUs",
+                             f"the cluster has {n} GPUs{hint}")
+        chosen = eligible[:n] if seed is None else rng.choice(eligible, size=n, replace=False)
+    else:
+        chosen = _draw_servers(profile, topology, eligible, rng if seed is not None else None,
+                               hint)
     values = profile.values[:, chosen].copy()
     if missing == "median":
         values[np.isnan(values)] = 1.0
     elif missing == "sample":
         for c in range(len(profile.classes)):
+            same = next(d for d in range(c + 1)
+                        if np.array_equal(profile.values[d], profile.values[c], equal_nan=True))
             hole = np.isnan(values[c])
+            if same < c:  # a class measured by the same data (B and C from BERT): same fill
+                values[c, hole] = values[same, hole]
+                continue
             measured = profile.values[c][~np.isnan(profile.values[c])]
             values[c, hole] = rng.choice(measured, size=int(hole.sum()), replace=True)
     how = "in profile order" if seed is None else f"drawn with seed {seed}"
-    note = f"{profile.source}; {n} GPUs {how}, missing={missing}"
+    note = f"{profile.source}; {n} GPUs {how} by {by}, missing={missing}"
     return VariabilityProfile(profile.classes, topology.gpu_ids, values, note,
                               tuple(profile.gpus[i] for i in chosen))
+
+
+def _draw_servers(profile: VariabilityProfile, topology: Topology, eligible: np.ndarray,
+                  rng: np.random.Generator | None, hint: str) -> np.ndarray:
+    """Profile GPU indices for the cluster's GPUs, whole measured servers at a time."""
+    groups: dict[str, list[int]] = {}
+    for g in eligible:
+        key = profile.gpus[g]
+        if "-" not in key:
+            raise InputError("profile.gpus", key, "by='server' needs keys like SERVER-DEVICE")
+        groups.setdefault(key.rsplit("-", 1)[0], []).append(int(g))
+    members = list(groups.values())
+    order = list(range(len(members))) if rng is None else list(rng.permutation(len(members)))
+    chosen = []
+    for size in topology.server_sizes:
+        pick = next((i for i in order if len(members[i]) >= size), None)
+        if pick is None:
+            raise InputError("profile", f"{len(members)} measured servers",
+                             f"not enough with {size} eligible GPUs for the cluster's "
+                             f"{topology.n_servers} servers{hint}")
+        order.remove(pick)
+        chosen.extend(members[pick][:size])
+    return np.asarray(chosen, dtype=np.int64)
 
 
 def bin_profile(profile: VariabilityProfile, method: str = "kmeans",

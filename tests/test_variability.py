@@ -106,6 +106,24 @@ def test_assign_keeps_each_gpus_values_together(longhorn: VariabilityProfile, mi
             assert set(a.values[c][~measured[c]].tolist()) <= pool
 
 
+def test_assign_by_server_keeps_measured_servers_whole(longhorn: VariabilityProfile) -> None:
+    topo = build_cluster(2, 8, 4)
+    a = assign_profile(longhorn, topo, seed=5, missing="sample", by="server")
+    assert len(set(a.origin)) == topo.n_gpus
+    for s in range(topo.n_servers):
+        start = topo.server_start[s]
+        hosts = {o.rsplit("-", 1)[0] for o in a.origin[start: start + 4]}
+        assert len(hosts) == 1  # the 4 GPUs of a cluster server come from one measured server
+    src = longhorn.values[:, [longhorn.gpus.index(o) for o in a.origin]]
+    measured = ~np.isnan(src)
+    assert np.array_equal(a.values[measured], src[measured])
+    assert np.array_equal(a.values[1], a.values[2])  # B and C (both BERT) filled alike
+    again = assign_profile(longhorn, topo, seed=5, missing="sample", by="server")
+    assert again.origin == a.origin and np.array_equal(again.values, a.values)
+    with pytest.raises(InputError, match="measured servers"):
+        assign_profile(longhorn, build_cluster(2, 64, 4), seed=5, missing="median", by="server")
+
+
 def test_assign_is_deterministic_per_seed(longhorn: VariabilityProfile) -> None:
     topo = build_cluster(2, 8, 4)
     a = assign_profile(longhorn, topo, seed=3, missing="sample")
