@@ -46,10 +46,6 @@ __all__ = ["Binning", "METHODS", "bin_values", "kmeans_1d"]
 
 METHODS = ("kmeans", "artifact")
 
-# Rows of the (end x start) cost matrix built at once; bounds memory at about 8 * _CHUNK * n bytes.
-_CHUNK = 512
-
-
 @dataclass(frozen=True, eq=False)
 class Binning:
     """Levels of a set of values.
@@ -84,69 +80,94 @@ class Binning:
 
 
 class _KMeansDP:
-    """The dynamic programme of exact 1-D k-means over sorted values, one layer per ``k``.
+    """The dynamic programme of exact 1-D k-means, one layer per number of clusters.
 
-    ``cost[k - 1][j]`` is the least total squared error of splitting ``x[: j + 1]`` into ``k``
-    contiguous clusters; ``start[k - 1][j]`` is where the last of those clusters starts (the
-    smallest such start on ties, so the result is deterministic). Layers are added on demand,
-    each in ``O(n^2)`` vectorised work, chunked to bound memory.
+    The values are reduced to their distinct values ``u`` (sorted) with multiplicities, so equal
+    values always share a cluster. ``cost[k - 1][j]`` is the least total squared error of
+    splitting ``u[: j + 1]`` into ``k`` contiguous clusters and ``start[k - 1][j]`` the first
+    index of the last of those clusters (the smallest on ties, so results are deterministic).
+
+    A layer is ``cost[k][j] = min_i cost[k - 1][i - 1] + sse(i, j)``. The squared-error cost
+    obeys the quadrangle inequality, so the smallest minimising ``i`` never decreases with
+    ``j``; each layer is therefore computed by divide and conquer on ``j`` (solve the middle
+    ``j``, then search left and right halves only on their side of its ``i``), all the segments
+    of one recursion level at once with numpy: ``O(m log m)`` work per layer for ``m`` distinct
+    values.
     """
 
-    def __init__(self, xs: np.ndarray) -> None:
-        self.xs = xs
-        n = len(xs)
-        xc = xs - xs.mean()  # centring keeps the prefix-sum differences accurate
-        self.s1 = np.concatenate(([0.0], np.cumsum(xc)))
-        self.s2 = np.concatenate(([0.0], np.cumsum(xc * xc)))
-        ends = np.arange(n)
-        self.cost = [self.s2[1:] - self.s1[1:] ** 2 / (ends + 1)]
-        self.start = [np.zeros(n, dtype=np.int64)]
+    def __init__(self, x: np.ndarray) -> None:
+        self.u, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+        self.inverse = inverse.ravel()
+        w = counts.astype(np.float64)
+        uc = self.u - float(np.dot(w, self.u) / w.sum())  # centring keeps differences accurate
+        self.s0 = np.concatenate(([0.0], np.cumsum(w)))
+        self.s1 = np.concatenate(([0.0], np.cumsum(w * uc)))
+        self.s2 = np.concatenate(([0.0], np.cumsum(w * uc * uc)))
+        m = len(self.u)
+        self.cost = [self._sse(np.zeros(m, dtype=np.int64), np.arange(m))]
+        self.start = [np.zeros(m, dtype=np.int64)]
+
+    def _sse(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Squared error of the clusters ``u[i..j]`` (elementwise)."""
+        n = self.s0[j + 1] - self.s0[i]
+        total = self.s1[j + 1] - self.s1[i]
+        return np.maximum(self.s2[j + 1] - self.s2[i] - total * total / n, 0.0)
 
     def extend(self, k: int) -> None:
-        """Compute layers up to ``k`` clusters."""
-        n = len(self.xs)
-        s1, s2 = self.s1, self.s2
-        i = np.arange(n)[None, :]
+        """Compute the layers up to ``k`` clusters (``k`` at most the distinct values)."""
+        m = len(self.u)
         while len(self.cost) < k:
+            layer = len(self.cost)  # the new layer has layer + 1 clusters
             prev = self.cost[-1]
-            cost = np.empty(n)
-            start = np.empty(n, dtype=np.int64)
-            for lo in range(0, n, _CHUNK):
-                j = np.arange(lo, min(lo + _CHUNK, n))[:, None]  # last cluster x[i..j], i >= 1
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    sse = s2[j + 1] - s2[i] - (s1[j + 1] - s1[i]) ** 2 / (j - i + 1)
-                    total = np.where((i >= 1) & (i <= j),
-                                     np.maximum(sse, 0.0) + prev[i - 1], np.inf)
-                best = np.argmin(total, axis=1)
-                cost[lo: lo + len(best)] = total[np.arange(len(best)), best]
-                start[lo: lo + len(best)] = best
+            cost = np.full(m, np.inf)
+            start = np.zeros(m, dtype=np.int64)
+            # segments: ends jl..jr, to be searched over starts il..ir
+            jl, jr = np.array([layer]), np.array([m - 1])
+            il, ir = np.array([layer]), np.array([m - 1])
+            while len(jl):
+                mid = (jl + jr) // 2
+                hi = np.minimum(ir, mid)
+                lens = hi - il + 1
+                firsts = np.cumsum(lens) - lens
+                seg = np.repeat(np.arange(len(mid)), lens)
+                i = il[seg] + np.arange(int(lens.sum())) - firsts[seg]
+                vals = prev[i - 1] + self._sse(i, mid[seg])
+                best = np.minimum.reduceat(vals, firsts)
+                arg = np.minimum.reduceat(np.where(vals == best[seg], i, m), firsts)
+                cost[mid] = best
+                start[mid] = arg
+                left, right = jl < mid, mid < jr
+                jl, jr, il, ir = (np.concatenate((jl[left], mid[right] + 1)),
+                                  np.concatenate((mid[left] - 1, jr[right])),
+                                  np.concatenate((il[left], arg[right])),
+                                  np.concatenate((arg[left], ir[right])))
             self.cost.append(cost)
             self.start.append(start)
 
-    def solve(self, order: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
+    def solve(self, k: int) -> tuple[np.ndarray, np.ndarray, float]:
         """Labels (input order), ascending centres and SSE of the optimal ``k``-split."""
         self.extend(k)
-        xs = self.xs
-        n = len(xs)
+        m = len(self.u)
         bounds = np.zeros(k, dtype=np.int64)
-        j = n - 1
+        j = m - 1
         for layer in range(k - 1, 0, -1):
             bounds[layer] = self.start[layer][j]
             j = bounds[layer] - 1
-        sorted_labels = np.zeros(n, dtype=np.int64)
-        sorted_labels[bounds[1:]] = 1
-        sorted_labels = np.cumsum(sorted_labels)
-        centres = np.bincount(sorted_labels, weights=xs) / np.bincount(sorted_labels)
-        labels = np.empty_like(sorted_labels)
-        labels[order] = sorted_labels
-        return labels, centres, max(float(self.cost[k - 1][-1]), 0.0)
+        unique_labels = np.zeros(m, dtype=np.int64)
+        unique_labels[bounds[1:]] = 1
+        unique_labels = np.cumsum(unique_labels)
+        w = np.diff(self.s0)
+        centres = np.bincount(unique_labels, weights=w * self.u) / np.bincount(unique_labels,
+                                                                                weights=w)
+        return unique_labels[self.inverse], centres, float(self.cost[k - 1][-1])
 
 
 def kmeans_1d(values: Sequence[float] | np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
     """Exact 1-D k-means: the partition of the values into ``k`` clusters of least squared error.
 
     In one dimension an optimal clustering consists of contiguous runs of the sorted values, so
-    dynamic programming over the sorted values finds it exactly in ``O(k n^2)`` vectorised work.
+    dynamic programming over the sorted distinct values finds it exactly, in ``O(k m log m)``
+    vectorised work for ``m`` distinct values (equal values always share a cluster).
 
     Parameters
     ----------
@@ -180,8 +201,7 @@ def kmeans_1d(values: Sequence[float] | np.ndarray, k: int) -> tuple[np.ndarray,
         raise InputError("k", k, "must be a positive integer")
     if k > len(np.unique(x)):
         raise InputError("k", k, f"more clusters than distinct values ({len(np.unique(x))})")
-    order = np.argsort(x, kind="stable")
-    return _KMeansDP(x[order]).solve(order, k)
+    return _KMeansDP(x).solve(k)
 
 
 def _check_values(values: Sequence[float] | np.ndarray) -> np.ndarray:
@@ -269,16 +289,15 @@ def bin_values(
         k_rule = artifact_k(x)
     else:
         k_rule = None
-    order = np.argsort(x, kind="stable")
-    dp = _KMeansDP(x[order])
+    dp = _KMeansDP(x)
     if k_rule is None:
         for kk in range(1, min(k_max, distinct) + 1):
-            labels, centres, sse = dp.solve(order, kk)
+            labels, centres, sse = dp.solve(kk)
             if np.all(np.abs(x - centres[labels]) <= tol * np.abs(centres[labels])):
                 break
     else:
         kk = k_rule
-        labels, centres, sse = dp.solve(order, kk)
+        labels, centres, sse = dp.solve(kk)
     levels = centres[labels]
     if method == "artifact":
         levels = levels / np.median(centres)

@@ -47,6 +47,32 @@ def test_dp_matches_brute_force(values: list[float], k: int) -> None:
     assert np.all(np.diff(labels[order]) >= 0)
 
 
+def reference_dp_sse(values: list[float], k: int) -> float:
+    """Plain O(k n^2) dynamic programme over the sorted values (no monotonicity shortcut)."""
+    x = np.sort(np.asarray(values, dtype=np.float64))
+    n = len(x)
+
+    def sse(i: int, j: int) -> float:
+        part = x[i: j + 1]
+        return float(((part - part.mean()) ** 2).sum())
+
+    cost = [sse(0, j) for j in range(n)]
+    for layer in range(1, k):
+        cost = [min((cost[i - 1] + sse(i, j) for i in range(max(layer, 1), j + 1)),
+                    default=np.inf) for j in range(n)]
+    return cost[-1]
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.floats(0.8, 1.6, allow_nan=False).map(lambda v: round(v, 2)),
+                min_size=10, max_size=40),
+       st.integers(2, 8))
+def test_dp_matches_plain_dp_on_larger_inputs(values: list[float], k: int) -> None:
+    k = min(k, len(set(values)))
+    _, _, sse = kmeans_1d(values, k)
+    assert sse == pytest.approx(reference_dp_sse(values, k), abs=1e-9)
+
+
 @settings(max_examples=60, deadline=None)
 @given(values_st, st.randoms(use_true_random=False))
 def test_deterministic_and_order_independent(values: list[float], rnd) -> None:
@@ -109,10 +135,17 @@ def test_artifact_rule_reproduces_sim64_sf(artifact_dir: Path) -> None:
     assert bin_values(df["PerfVar_classA"].to_numpy(), method="artifact").k == 3
 
 
-def test_large_input_is_fast_enough() -> None:
-    x = np.random.default_rng(0).normal(1.0, 0.05, 2000)
-    b = bin_values(x, k=4)
-    assert b.k == 4 and np.all(np.diff(b.centres) > 0)
+def test_large_input() -> None:
+    x = np.random.default_rng(0).normal(1.0, 0.05, 4000)
+    b = bin_values(x)
+    assert b.k == 8 and np.all(np.diff(b.centres) > 0)
+    assert np.all(np.diff(b.labels[np.argsort(x)]) >= 0)
+
+
+def test_equal_values_share_a_cluster() -> None:
+    x = [1.0, 1.0, 1.0, 2.0, 2.0, 3.0]
+    labels, centres, sse = kmeans_1d(x, 2)
+    assert labels.tolist() == [0, 0, 0, 1, 1, 1] and sse == pytest.approx(2 / 3)
 
 
 @pytest.mark.parametrize(("kwargs", "field"), [
