@@ -54,7 +54,6 @@ File format ``palopt.profile/1`` (JSON, written by ``palopt profile import``)::
 from __future__ import annotations
 
 import json
-import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -84,8 +83,6 @@ __all__ = [
     "read_measurements",
     "save_profile",
 ]
-
-logger = logging.getLogger(__name__)
 
 PROFILE_FORMAT = "palopt.profile/1"
 
@@ -447,12 +444,15 @@ def load_longhorn(
         Classes in the order of ``classes``; ``NaN`` where an application did not measure a GPU.
     """
     directory = Path(directory)
-    merged: VariabilityProfile | None = None
-    for app in dict.fromkeys(classes.values()):
-        prof = read_measurements(directory / f"{app}-longhorn-agg.csv", id_columns, ["perf"],
-                                 [app], source=f"{app}-longhorn-agg.csv (TACC Longhorn V100)")
-        merged = prof if merged is None else merged.merge(prof)
-    assert merged is not None
+    apps = list(dict.fromkeys(classes.values()))
+    if not apps:
+        raise InputError("classes", dict(classes), "name at least one class")
+    profiles = [read_measurements(directory / f"{app}-longhorn-agg.csv", id_columns, ["perf"],
+                                  [app], source=f"{app}-longhorn-agg.csv (TACC Longhorn V100)")
+                for app in apps]
+    merged = profiles[0]
+    for prof in profiles[1:]:
+        merged = merged.merge(prof)
     return merged.select(classes)
 
 
