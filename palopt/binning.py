@@ -156,9 +156,12 @@ class _KMeansDP:
         unique_labels = np.zeros(m, dtype=np.int64)
         unique_labels[bounds[1:]] = 1
         unique_labels = np.cumsum(unique_labels)
+        # mean of each cluster as its smallest value plus the mean offset from it: exact for a
+        # cluster of equal values, and free of the cancellation of a plain weighted sum
         w = np.diff(self.s0)
-        centres = np.bincount(unique_labels, weights=w * self.u) / np.bincount(unique_labels,
-                                                                                weights=w)
+        base = self.u[np.concatenate(([0], bounds[1:]))]
+        offsets = np.bincount(unique_labels, weights=w * (self.u - base[unique_labels]))
+        centres = base + offsets / np.bincount(unique_labels, weights=w)
         return unique_labels[self.inverse], centres, float(self.cost[k - 1][-1])
 
 
