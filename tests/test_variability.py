@@ -202,6 +202,24 @@ def test_cli_import_and_show(tmp_path: Path, artifact_dir: Path, capsys) -> None
     assert (tmp_path / "h.png").stat().st_size > 0
 
 
+def test_cli_assign(tmp_path: Path, longhorn: VariabilityProfile, capsys) -> None:
+    save_profile(longhorn, tmp_path / "p.json")
+    out = tmp_path / "cluster.json"
+    args = ["profile", "assign", str(tmp_path / "p.json"), "--cluster", "2x4x4", "--seed", "9",
+            "--missing", "sample", "--by", "server", "-o", str(out)]
+    assert main(args) == 0
+    a = load_profile(out)
+    assert a.gpus == tuple(f"gpu{i}" for i in range(32)) and len(set(a.origin)) == 32
+    assert np.array_equal(a.values, assign_profile(longhorn, build_cluster(2, 4, 4), 9, "sample",
+                                                   "server").values)
+    capsys.readouterr()
+    assert main([*args[:4], "9x", "-o", str(out)]) == 2
+    assert "cluster" in capsys.readouterr().err
+    assert main(["profile", "assign", str(tmp_path / "p.json"), "--cluster", "8x4",
+                 "-o", str(out)]) == 2  # only 20 GPUs are measured in every class
+    assert "eligible" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(("content", "args", "expect"), [
     ("gpu,perf\n", ["--id", "gpu", "--value", "perf"], "no data rows"),
     ("", ["--id", "gpu", "--value", "perf"], "empty"),

@@ -1,4 +1,4 @@
-"""``palopt profile import`` and ``palopt profile show``: variability profile files."""
+"""``palopt profile import``, ``show`` and ``assign``: variability profile files."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import numpy as np
 
 from palopt.binning import METHODS, bin_values
 from palopt.errors import InputError
+from palopt.topology import parse_shape
 from palopt.variability import (
+    MISSING_RULES,
     VariabilityProfile,
+    assign_profile,
     load_profile,
     read_measurements,
     save_profile,
@@ -55,6 +58,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--tol", type=float, default=0.02, help="relative tolerance (kmeans rule)")
     p.add_argument("--plot", type=Path, metavar="PNG", help="also draw histograms to this file")
     p.set_defaults(func=cmd_show)
+
+    p = cmds.add_parser(
+        "assign", help="give a simulated cluster's GPUs the values of measured GPUs",
+        description="Draw measured GPUs (or whole servers) for every GPU of a cluster, keeping "
+                    "each GPU's values for all classes together, and write the profile keyed "
+                    "by the cluster's GPU ids (gpu0, gpu1, ...), with the measured origin.")
+    p.add_argument("file", type=Path, help="profile file (palopt.profile/1 JSON)")
+    p.add_argument("--cluster", required=True, metavar="SHAPE",
+                   help="SERVERSxGPUS or RACKSxSERVERSxGPUS, e.g. 2x32x4")
+    p.add_argument("--seed", type=int, help="draw with this seed (default: profile order)")
+    p.add_argument("--missing", choices=MISSING_RULES, default="drop",
+                   help="classes a GPU was not measured in: drop such GPUs, count them as "
+                        "1.0, or sample a measured value (default: drop)")
+    p.add_argument("--by", choices=("gpu", "server"), default="gpu",
+                   help="draw single GPUs or whole measured servers")
+    p.add_argument("--out", "-o", type=Path, required=True, help="profile file to write")
+    p.set_defaults(func=cmd_assign)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -119,4 +139,14 @@ def cmd_show(args: argparse.Namespace) -> int:
     if args.plot:
         plot_profile(profile, args.plot, args.method, args.tol)
         print(f"wrote {args.plot}")
+    return 0
+
+
+def cmd_assign(args: argparse.Namespace) -> int:
+    """Assign a profile to a cluster."""
+    topology = parse_shape(args.cluster)
+    profile = assign_profile(load_profile(args.file), topology, args.seed, args.missing, args.by)
+    save_profile(profile, args.out)
+    print(f"{args.out}: {topology.n_gpus} GPUs ({args.cluster}), classes "
+          f"{', '.join(profile.classes)}, from {len(set(profile.origin))} measured GPUs")
     return 0
