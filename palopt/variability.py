@@ -37,7 +37,7 @@ cross-class correlation of the filled entries only.
 :func:`build_instance` then bins each class over the cluster's GPUs
 (:func:`palopt.binning.bin_values`) and makes the :class:`~palopt.instance.Instance`.
 
-File format ``palopt.profile/1`` (JSON, written by ``palopt profile import``)::
+File format ``palopt.profile/1`` (JSON, written by ``palopt profile import`` and ``assign``)::
 
     {
       "format": "palopt.profile/1",
