@@ -62,7 +62,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from palopt.binning import bin_values
 from palopt.errors import InputError
@@ -367,6 +366,8 @@ def read_measurements(
     OSError
         If the file cannot be read.
     """
+    import pandas as pd  # only needed to read files; keeps `import palopt` light
+
     path = Path(path)
     name = str(path)
     id_columns, value_columns = list(id_columns), list(value_columns)
@@ -467,6 +468,8 @@ def load_artifact_table(path: str | Path) -> VariabilityProfile:
     InputError
         If the file has no ``GPU_ID`` or no ``PerfVar_`` column, or a bad value.
     """
+    import pandas as pd  # only needed to read files; keeps `import palopt` light
+
     path = Path(path)
     header = pd.read_csv(path, nrows=0).columns
     cols = [c for c in header if str(c).startswith("PerfVar_")]
