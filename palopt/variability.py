@@ -471,7 +471,10 @@ def load_artifact_table(path: str | Path) -> VariabilityProfile:
     import pandas as pd  # only needed to read files; keeps `import palopt` light
 
     path = Path(path)
-    header = pd.read_csv(path, nrows=0).columns
+    try:
+        header = pd.read_csv(path, nrows=0).columns
+    except pd.errors.EmptyDataError:
+        raise InputError(str(path), "", "the file is empty (no header line)") from None
     cols = [c for c in header if str(c).startswith("PerfVar_")]
     if not cols:
         raise InputError(f"{path}: column", "PerfVar_*", "no PerfVar_<class> column")

@@ -79,6 +79,13 @@ def test_artifact_tables(artifact_dir: Path) -> None:
     assert t64.n_gpus == 64 and t64.classes == ("classA", "classB", "classC", "classD")
 
 
+def test_artifact_table_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="PerfVar_"):
+        load_artifact_table(write(tmp_path / "t.csv", "GPU_ID,x\n0,1.0\n"))
+    with pytest.raises(InputError, match="empty"):
+        load_artifact_table(write(tmp_path / "e.csv", ""))
+
+
 def test_profile_json_round_trip(tmp_path: Path, longhorn: VariabilityProfile) -> None:
     save_profile(longhorn, tmp_path / "p.json")
     back = load_profile(tmp_path / "p.json")
