@@ -18,7 +18,11 @@ from palopt.errors import PaloptError
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = ("palopt.commands.solve", "palopt.commands.topology")
+COMMAND_MODULES = (
+    "palopt.commands.solve",
+    "palopt.commands.profile",
+    "palopt.commands.topology",
+)
 
 
 class _Parser(argparse.ArgumentParser):
