@@ -294,7 +294,7 @@ def place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
             reasons[victim] = f"preempted for job {job.id!r}"
             gpus = chooser(pool, c, job.num_gpus, ctx)
         if gpus is None:
-            reasons[pos] = _too_few(pool, job)
+            reasons.setdefault(pos, _too_few(pool, job))  # a preempted job keeps that reason
             stopped = job
             continue
         pool.take(gpus)
