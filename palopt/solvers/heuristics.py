@@ -56,6 +56,7 @@ __all__ = [
 ]
 
 VARIANTS = ("artifact", "fixed")
+Ranks = tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -65,14 +66,14 @@ class RoundContext:
 
     rng: np.random.Generator
     fixed: bool = False
-    walk: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+    walk: tuple[tuple[Ranks, Ranks], ...] = ()
 
 
 Chooser = Callable[[FreePool, int, int, RoundContext], "np.ndarray | None"]
 
 
 def pal_walk_ranks(values: np.ndarray, first_seen: np.ndarray, within_pen: float,
-                   across_pen: float | None, fixed: bool) -> tuple[np.ndarray, np.ndarray]:
+                   across_pen: float | None, fixed: bool) -> tuple[Ranks, Ranks]:
     """Position of each (level, within) and (level, across) option in PAL's walk.
 
     The options are sorted by expected cost, ``v x within_pen`` and ``v x across_pen``. Ties
@@ -93,34 +94,31 @@ def pal_walk_ranks(values: np.ndarray, first_seen: np.ndarray, within_pen: float
 
     Returns
     -------
-    (numpy.ndarray, numpy.ndarray)
-        Ranks of the within options and of the across options, by level (across ranks are all
-        larger than any within rank when there is no across option).
+    (tuple of int, tuple of int)
+        Ranks of the within options and of the across options, by level (with no across
+        option, every across rank is larger than any within rank).
 
     Examples
     --------
     >>> import numpy as np
-    >>> w, a = pal_walk_ranks(np.array([1.0, 1.2, 2.0]), np.array([0, 1, 2]), 1.0, 1.7, False)
-    >>> w.tolist(), a.tolist()
-    ([0, 1, 3], [2, 4, 5])
+    >>> pal_walk_ranks(np.array([1.0, 1.2, 2.0]), np.array([0, 1, 2]), 1.0, 1.7, False)
+    ((0, 1, 3), (2, 4, 5))
     """
-    n_levels = len(values)
-    levels = np.arange(n_levels)
+    vals = values.tolist()
+    n_levels = len(vals)
+    appearance = [0] * n_levels
+    for rank, lvl in enumerate(sorted(range(n_levels), key=first_seen.__getitem__)):
+        appearance[lvl] = rank
     pens = [within_pen] if across_pen is None else [within_pen, across_pen]
-    cost = np.concatenate([values * p for p in pens])
-    kind = np.repeat(np.arange(len(pens)), n_levels)
-    level = np.tile(levels, len(pens))
+    options = [(v * pen, kind, lvl) for kind, pen in enumerate(pens) for lvl, v in enumerate(vals)]
     if fixed:
-        order = np.lexsort((level, kind, cost))
+        options.sort()
     else:
-        appearance = np.empty(n_levels, dtype=np.int64)
-        appearance[np.argsort(first_seen, kind="stable")] = levels
-        order = np.lexsort((kind, appearance[level], cost))
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    within = rank[:n_levels]
-    across = rank[n_levels:] if across_pen is not None else np.full(n_levels, len(order))
-    return within, across
+        options.sort(key=lambda o: (o[0], appearance[o[2]], o[1]))
+    ranks = [[len(options)] * n_levels, [len(options)] * n_levels]
+    for rank, (_, kind, lvl) in enumerate(options):
+        ranks[kind][lvl] = rank
+    return tuple(ranks[0]), tuple(ranks[1])
 
 
 def _round_context(pool: FreePool, policy: str, fixed: bool,
@@ -169,7 +167,7 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
             if within[lvl] > limit:
                 break
             run += cnt[lvl]
-            s = int(np.argmax(run))
+            s = int(run.argmax())
             if run[s] >= n:
                 return pool.server_gpus_at(c, s, lvl)[:n]
     return pool.pm_first(c, n, best_fit=ctx.fixed)
@@ -182,12 +180,12 @@ def choose_packed(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarr
     if pool.n_free < n:
         return None
     free = pool.server_free
-    exact = np.flatnonzero(free == n)
+    exact = (free == n).nonzero()[0]
     if len(exact):
         return pool.server_gpus(int(exact[0]))
     enough = free >= n
     if enough.any():
-        s = int(np.argmin(np.where(enough, free, np.iinfo(free.dtype).max)))
+        s = int(np.where(enough, free, pool.max_server_size + 1).argmin())
         return pool.server_gpus(s)[:n]
     order = np.argsort(-free, kind="stable")
     parts, need = [], n
@@ -204,7 +202,7 @@ def choose_random(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarr
     """Random: ``n`` GPUs drawn uniformly from all free GPUs (servers ignored)."""
     if pool.n_free < n:
         return None
-    return ctx.rng.choice(np.flatnonzero(pool.free), n, replace=False)
+    return ctx.rng.choice(pool.free.nonzero()[0], n, replace=False)
 
 
 CHOOSERS: dict[str, Chooser] = {
@@ -244,6 +242,7 @@ def place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generato
     cls = instance.job_class_indices()
     queue = instance.queue
     order = _class_sorted_order(instance, cls) if class_sort else range(len(queue))
+    classes = cls.tolist()
     chosen: dict[int, np.ndarray] = {}
     reasons: dict[int, str] = {}
     stopped: Job | None = None
@@ -252,7 +251,7 @@ def place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generato
         if stopped is not None:
             reasons[pos] = _blocked(stopped)
             continue
-        gpus = chooser(pool, int(cls[pos]), job.num_gpus, ctx)
+        gpus = chooser(pool, classes[pos], job.num_gpus, ctx)
         if gpus is None:
             reasons[pos] = _too_few(pool, job)
             stopped = job
@@ -268,7 +267,7 @@ def place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
     pool = FreePool(instance)
     ctx = _round_context(pool, policy, fixed, ctx_rng)
     chooser = CHOOSERS[policy]
-    cls = instance.job_class_indices()
+    classes = instance.job_class_indices().tolist()
     queue = instance.queue
     chosen: dict[int, np.ndarray] = {}
     reasons: dict[int, str] = {}
@@ -286,7 +285,7 @@ def place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
         if stopped is not None:
             reasons.setdefault(pos, _blocked(stopped))
             continue
-        c = int(cls[pos])
+        c = classes[pos]
         gpus = chooser(pool, c, job.num_gpus, ctx)
         while gpus is None and holders and holders[-1] > pos:
             victim = holders.pop()

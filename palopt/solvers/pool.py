@@ -23,6 +23,8 @@ from palopt.instance import Instance
 
 __all__ = ["FreePool"]
 
+_NEVER = np.iinfo(np.int64).max  # score of an empty group
+
 
 class FreePool:
     """Mutable free-GPU state for one solve.
@@ -38,6 +40,8 @@ class FreePool:
         Boolean mask of free GPUs (neither busy nor taken).
     level : numpy.ndarray
         ``level[c, g]``: level of GPU ``g`` for class ``c``.
+    avail : numpy.ndarray
+        ``level`` for free GPUs, and a level above all others for the rest.
     values : list of numpy.ndarray
         Distinct slowdown values of each class, ascending (``values[c][l]`` is level ``l``).
     first_seen : list of numpy.ndarray
@@ -94,41 +98,47 @@ class FreePool:
         self.tot = self._counts[cnt_size:cnt_size + tot_size].reshape(n_classes, n_levels)
         self.server_free = self._counts[cnt_size + tot_size:]
         self.n_free = int(self.free.sum())
+        self._taken = n_levels  # the level ``avail`` shows for a GPU that is not free
+        self.avail = np.where(self.free, self.level, self._taken)
+        self._bounds = self.start.tolist()
 
     def take(self, gpus: np.ndarray) -> None:
         """Mark ``gpus`` (free, distinct) as used."""
         self.free[gpus] = False
+        self.avail[:, gpus] = self._taken
         np.subtract.at(self._counts, self._cells[gpus].ravel(), 1)
         self.n_free -= len(gpus)
 
     def release(self, gpus: np.ndarray) -> None:
         """Mark ``gpus`` (used, not busy, distinct) as free again."""
         self.free[gpus] = True
+        self.avail[:, gpus] = self.level[:, gpus]
         np.add.at(self._counts, self._cells[gpus].ravel(), 1)
         self.n_free += len(gpus)
 
     def server_gpus(self, s: int) -> np.ndarray:
         """Free GPU indices of server ``s``, ascending."""
-        lo, hi = self.start[s], self.start[s + 1]
-        return lo + np.flatnonzero(self.free[lo:hi])
+        lo, hi = self._bounds[s], self._bounds[s + 1]
+        return self.free[lo:hi].nonzero()[0] + lo
 
     def server_gpus_at(self, c: int, s: int, max_level: int, exact: bool = False) -> np.ndarray:
         """Free GPUs of server ``s`` with level ``<= max_level`` (``== max_level`` if ``exact``)
         for class ``c``, ascending."""
-        lo, hi = self.start[s], self.start[s + 1]
-        lev = self.level[c, lo:hi]
-        ok = lev == max_level if exact else lev <= max_level
-        return lo + np.flatnonzero(self.free[lo:hi] & ok)
-
-    def cum_total(self, c: int) -> np.ndarray:
-        """``cum_total(c)[l]``: free GPUs of level ``<= l`` for class ``c``."""
-        return np.cumsum(self.tot[c])
+        lo, hi = self._bounds[s], self._bounds[s + 1]
+        avail = self.avail[c, lo:hi]
+        return ((avail == max_level) if exact else (avail <= max_level)).nonzero()[0] + lo
 
     def level_for(self, c: int, n: int) -> int | None:
-        """The lowest level ``l`` with at least ``n`` free GPUs of level ``<= l``, or ``None``."""
+        """The lowest level ``l`` with at least ``n`` free GPUs of level ``<= l`` for class
+        ``c``, or ``None`` if fewer than ``n`` GPUs are free."""
         if self.n_free < n:
             return None
-        return int(np.searchsorted(self.cum_total(c), n))
+        total = 0
+        for lvl, count in enumerate(self.tot[c].tolist()):
+            total += count
+            if total >= n:
+                return lvl
+        raise AssertionError("level counts out of sync with the free mask")
 
     def pm_first(self, c: int, n: int, best_fit: bool = False) -> np.ndarray | None:
         """PM-First: the ``n`` best free GPUs for class ``c``, or ``None`` if too few are free.
@@ -148,7 +158,8 @@ class FreePool:
             ``False``: the artifact's score ``|group size - n|``, where a group too small to
             hold the job ties with a larger one. ``True``: groups that can hold all GPUs still
             needed from level ``L`` come first, smallest first; then the others, largest
-            first, so the job spans as few servers as the level allows.
+            first, so the job spans as few servers as the level allows. (The two agree for
+            one GPU.)
 
         Returns
         -------
@@ -158,25 +169,28 @@ class FreePool:
         top = self.level_for(c, n)
         if top is None:
             return None
+        row = self.cnt[c, top]
+        if n == 1:
+            # The server with the fewest (but some) such GPUs: as unsigned, count - 1 wraps
+            # around to the largest value for an empty group.
+            s = int((row - 1).view(np.uint64).argmin())
+            return self.server_gpus_at(c, s, top, exact=True)[:1]
         parts: list[np.ndarray] = []
         need = n
         if top > 0:
-            lower = np.flatnonzero(self.free & (self.level[c] < top))
+            lower = (self.avail[c] < top).nonzero()[0]
             parts.append(lower)
             need -= len(lower)
-        row = self.cnt[c, top]
-        big = np.iinfo(np.int64).max
         if best_fit:
             score = np.where(row >= need, row - need, self.max_server_size + need - row)
         else:
-            score = np.abs(row - n)
-        score = np.where(row > 0, score, big)
+            score = abs(row - n)
+        score[row == 0] = _NEVER
         while need > 0:
-            best = score.min()
-            hit = np.flatnonzero(score == best)
-            score[hit] = big
-            for s in hit:
-                gpus = self.server_gpus_at(c, int(s), top, exact=True)[:need]
+            hit = (score == score.min()).nonzero()[0]
+            score[hit] = _NEVER
+            for s in hit.tolist():
+                gpus = self.server_gpus_at(c, s, top, exact=True)[:need]
                 parts.append(gpus)
                 need -= len(gpus)
                 if need == 0:
