@@ -53,16 +53,20 @@ def assert_in_sync(pool: FreePool) -> None:
     inst = pool.instance
     free = pool.free
     assert not (free & inst.busy).any()
-    assert (pool.avail == np.where(free, pool.level, pool.cnt.shape[1])).all()
+    assert (pool.avail == np.where(free, pool.level, pool.tot.shape[1])).all()
     assert pool.n_free == free.sum()
     assert pool.server_free.tolist() == np.bincount(pool.server[free],
                                                     minlength=pool.n_servers).tolist()
     for c in range(len(inst.classes)):
-        levels = pool.cnt.shape[1]
+        levels = len(pool.values[c])
         expect = np.zeros((levels, pool.n_servers), dtype=np.int64)
         np.add.at(expect, (pool.level[c][free], pool.server[free]), 1)
-        assert (pool.cnt[c] == expect).all()
-        assert (pool.tot[c] == expect.sum(axis=1)).all()
+        assert (pool.tot[c, :levels] == expect.sum(axis=1)).all()
+        for lvl in range(levels):
+            servers, counts = pool.level_groups(c, lvl)
+            has = np.unique(pool.server[pool.level[c] == lvl])
+            assert servers.tolist() == has.tolist()
+            assert counts.tolist() == expect[lvl, has].tolist()
 
 
 @settings(max_examples=40, deadline=None)

@@ -161,15 +161,14 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
     within, across = ctx.walk[c]
     if pool.server_free.max() >= n:
         limit = across[top]
-        cnt = pool.cnt[c]
-        run = np.zeros(pool.n_servers, dtype=cnt.dtype)
+        run = np.zeros(pool.n_servers, dtype=np.int64)  # free GPUs of level <= lvl per server
         for lvl in range(len(within)):
             if within[lvl] > limit:
                 break
-            run += cnt[lvl]
-            s = int(run.argmax())
-            if run[s] >= n:
-                return pool.server_gpus_at(c, s, lvl)[:n]
+            servers, counts = pool.groups[c][lvl]
+            run[servers] += counts
+            if len(servers) and run[servers].max() >= n:
+                return pool.server_gpus_at(c, int(run.argmax()), lvl)[:n]
     return pool.pm_first(c, n, best_fit=ctx.fixed)
 
 

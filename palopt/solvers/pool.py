@@ -2,17 +2,19 @@
 
 GPUs of a server have consecutive dense indices, so a server is a slice. Per class, each GPU has
 an integer *level*: the rank of its slowdown among the class's distinct values (0 = fastest).
-The pool keeps three kinds of counters, all views of one flat integer buffer:
+The GPUs of one class sharing a level and a server form a *group*. The pool keeps three kinds
+of counters, all views of one flat integer buffer:
 
-- ``cnt[c, l, s]``: free GPUs of server ``s`` at level ``l`` for class ``c``;
+- per class, the free GPUs of each group, groups sorted by (level, server), so the groups of
+  one level are a contiguous run (:meth:`FreePool.level_groups`);
 - ``tot[c, l]``: free GPUs at level ``l`` for class ``c``, all servers;
 - ``server_free[s]``: free GPUs of server ``s``.
 
-Every GPU owns one cell of each counter, precomputed, so taking or releasing a set of GPUs is a
-single ``numpy.subtract.at`` / ``numpy.add.at`` over their cells: no loop over GPUs or classes.
-"Which servers have N free GPUs no slower than level l" is a running sum of ``cnt`` rows, never
-a search over GPU subsets. Memory is ``classes x levels x servers`` counters, which is small
-for binned slowdowns (a handful of levels per class).
+Every GPU owns one counter of each kind, precomputed, so taking or releasing a set of GPUs is a
+single ``numpy.subtract.at`` / ``numpy.add.at`` over their counters: no loop over GPUs or
+classes. "Which servers have N free GPUs no slower than level l" is a running sum over the
+groups of levels ``0..l``, never a search over GPU subsets. Memory is linear in GPUs x classes,
+whatever the number of distinct slowdown values.
 """
 
 from __future__ import annotations
@@ -47,8 +49,8 @@ class FreePool:
     first_seen : list of numpy.ndarray
         ``first_seen[c][l]``: lowest GPU index having level ``l`` (the order in which the
         artifact's GPU table first shows each value).
-    cnt, tot, server_free : numpy.ndarray
-        The counters described in the module documentation.
+    tot, server_free : numpy.ndarray
+        Free GPUs per (class, level) and per server.
     n_free : int
         Number of free GPUs.
 
@@ -63,6 +65,9 @@ class FreePool:
     >>> pool.take(np.array([0, 2]))
     >>> pool.server_free.tolist(), pool.tot[0].tolist()
     ([1, 1], [1, 1])
+    >>> servers, counts = pool.level_groups(0, 0)
+    >>> servers.tolist(), counts.tolist()
+    ([0, 1], [0, 1])
     """
 
     def __init__(self, instance: Instance) -> None:
@@ -74,47 +79,66 @@ class FreePool:
         self.max_server_size = int(np.diff(self.start).max())
         self.free = ~instance.busy
         n_classes, n = instance.slowdown.shape
+        s = self.n_servers
         self.values: list[np.ndarray] = []
         self.first_seen: list[np.ndarray] = []
         self.level = np.empty((n_classes, n), dtype=np.int64)
+        group_of = np.empty((n_classes, n), dtype=np.int64)
+        group_server, level_start = [], []
+        offset = 0
         for c, row in enumerate(instance.slowdown):
             values, first, level = np.unique(row, return_index=True, return_inverse=True)
             self.values.append(values)
             self.first_seen.append(first)
             self.level[c] = level
+            keys, group = np.unique(level * s + self.server, return_inverse=True)
+            group_of[c] = offset + group
+            group_server.append(keys % s)
+            level_start.append(np.searchsorted(keys // s, np.arange(len(values) + 1)).tolist())
+            offset += len(keys)
         n_levels = max(len(v) for v in self.values)
-        s = self.n_servers
-        cnt_size, tot_size = n_classes * n_levels * s, n_classes * n_levels
-        classes = np.arange(n_classes)[:, None]
-        cells = np.concatenate([
-            (classes * n_levels + self.level) * s + self.server,
-            cnt_size + classes * n_levels + self.level,
-            cnt_size + tot_size + self.server[None, :],
-        ])
-        self._cells = np.ascontiguousarray(cells.T)  # (gpus, 2 * classes + 1)
+        tot_at = offset + np.arange(n_classes)[:, None] * n_levels + self.level
+        server_at = offset + n_classes * n_levels + self.server[None, :]
+        self._cells = np.ascontiguousarray(np.concatenate([group_of, tot_at, server_at]).T)
         self._counts = np.bincount(self._cells[self.free].ravel(),
-                                   minlength=cnt_size + tot_size + s)
-        self.cnt = self._counts[:cnt_size].reshape(n_classes, n_levels, s)
-        self.tot = self._counts[cnt_size:cnt_size + tot_size].reshape(n_classes, n_levels)
-        self.server_free = self._counts[cnt_size + tot_size:]
+                                   minlength=offset + n_classes * n_levels + s)
+        self.tot = self._counts[offset:offset + n_classes * n_levels].reshape(n_classes, n_levels)
+        self.server_free = self._counts[offset + n_classes * n_levels:]
         self.n_free = int(self.free.sum())
         self._taken = n_levels  # the level ``avail`` shows for a GPU that is not free
         self.avail = np.where(self.free, self.level, self._taken)
         self._bounds = self.start.tolist()
+        self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = []
+        first = 0
+        for servers, starts in zip(group_server, level_start, strict=True):
+            counts = self._counts[first:first + len(servers)]
+            self.groups.append([(servers[lo:hi], counts[lo:hi])
+                                for lo, hi in zip(starts[:-1], starts[1:], strict=True)])
+            first += len(servers)
+
+    def level_groups(self, c: int, lvl: int) -> tuple[np.ndarray, np.ndarray]:
+        """The groups of level ``lvl`` for class ``c``: their servers (ascending) and free
+        GPU counts (live views; a count may be 0). Also ``groups[c][lvl]``."""
+        return self.groups[c][lvl]
 
     def take(self, gpus: np.ndarray) -> None:
         """Mark ``gpus`` (free, distinct) as used."""
-        self.free[gpus] = False
-        self.avail[:, gpus] = self._taken
-        np.subtract.at(self._counts, self._cells[gpus].ravel(), 1)
-        self.n_free -= len(gpus)
+        self._update(gpus, False, -1)
 
     def release(self, gpus: np.ndarray) -> None:
         """Mark ``gpus`` (used, not busy, distinct) as free again."""
-        self.free[gpus] = True
-        self.avail[:, gpus] = self.level[:, gpus]
-        np.add.at(self._counts, self._cells[gpus].ravel(), 1)
-        self.n_free += len(gpus)
+        self._update(gpus, True, 1)
+
+    def _update(self, gpus: np.ndarray, free: bool, delta: int) -> None:
+        if len(gpus) == 1:  # the common case: one GPU owns distinct counters, so no ufunc.at
+            g = gpus[0]
+            self._counts[self._cells[g]] += delta
+        else:
+            g = gpus
+            np.add.at(self._counts, self._cells[gpus].ravel(), delta)
+        self.free[g] = free
+        self.avail[:, g] = self.level[:, g] if free else self._taken
+        self.n_free += delta * len(gpus)
 
     def server_gpus(self, s: int) -> np.ndarray:
         """Free GPU indices of server ``s``, ascending."""
@@ -133,6 +157,8 @@ class FreePool:
         ``c``, or ``None`` if fewer than ``n`` GPUs are free."""
         if self.n_free < n:
             return None
+        if len(self.values[c]) > 16:
+            return int(self.tot[c].cumsum().searchsorted(n))
         total = 0
         for lvl, count in enumerate(self.tot[c].tolist()):
             total += count
@@ -169,11 +195,11 @@ class FreePool:
         top = self.level_for(c, n)
         if top is None:
             return None
-        row = self.cnt[c, top]
+        servers, row = self.groups[c][top]
         if n == 1:
-            # The server with the fewest (but some) such GPUs: as unsigned, count - 1 wraps
+            # The group with the fewest (but some) free GPUs: as unsigned, count - 1 wraps
             # around to the largest value for an empty group.
-            s = int((row - 1).view(np.uint64).argmin())
+            s = int(servers[(row - 1).view(np.uint64).argmin()])
             return self.server_gpus_at(c, s, top, exact=True)[:1]
         parts: list[np.ndarray] = []
         need = n
@@ -189,7 +215,7 @@ class FreePool:
         while need > 0:
             hit = (score == score.min()).nonzero()[0]
             score[hit] = _NEVER
-            for s in hit.tolist():
+            for s in servers[hit].tolist():
                 gpus = self.server_gpus_at(c, s, top, exact=True)[:need]
                 parts.append(gpus)
                 need -= len(gpus)
