@@ -31,7 +31,7 @@ CTX = RoundContext(np.random.default_rng(0))
 
 
 def make(slowdown: list[list[float]], servers: int, per_server: int, queue: tuple[Job, ...] = (),
-         busy: list[int] = (), penalty: float = 1.7) -> Instance:
+         busy: tuple[int, ...] | list[int] = (), penalty: float = 1.7) -> Instance:
     topo = build_cluster(1, servers, per_server)
     classes = tuple(f"c{i}" for i in range(len(slowdown)))
     mask = np.zeros(topo.n_gpus, dtype=bool)
@@ -44,6 +44,12 @@ def solve(name: str, inst: Instance, seed: int = 0, **config: str) -> PlacementR
     result = get_solver(name, **config).solve(inst, seed=seed)
     assert_feasible(inst, result.assignment())
     return result
+
+
+def ids(gpus: np.ndarray | None) -> list[int]:
+    """A chooser's GPUs, sorted (it must have found some)."""
+    assert gpus is not None
+    return sorted(gpus.tolist())
 
 
 # ---------------------------------------------------------------- FreePool
@@ -109,14 +115,14 @@ def test_pmfirst_fastest_level_first_then_best_match() -> None:
     # level 0: g0 (s0), g4, g5, g6 (s1); the rest level 1.
     pool = FreePool(make([[1.0, 2.0, 2.0, 2.0, 1.0, 1.0, 1.0, 2.0]], 2, 4))
     # |1 - 1| = 0 for s0's single level-0 GPU.
-    assert choose_pmfirst(pool, 0, 1, CTX).tolist() == [0]
+    assert ids(choose_pmfirst(pool, 0, 1, CTX)) == [0]
     # N = 2: s0's group (1) and s1's (3) both score 1, so the artifact splits the job ...
-    assert sorted(choose_pmfirst(pool, 0, 2, CTX).tolist()) == [0, 4]
+    assert ids(choose_pmfirst(pool, 0, 2, CTX)) == [0, 4]
     # ... the fixed score prefers the group able to hold it.
     fixed = RoundContext(np.random.default_rng(0), fixed=True)
-    assert sorted(choose_pmfirst(pool, 0, 2, fixed).tolist()) == [4, 5]
+    assert ids(choose_pmfirst(pool, 0, 2, fixed)) == [4, 5]
     # N = 5: all 4 level-0 GPUs, then one from the level-1 group closest to 5 (s0's 3).
-    assert sorted(choose_pmfirst(pool, 0, 5, CTX).tolist()) == [0, 1, 4, 5, 6]
+    assert ids(choose_pmfirst(pool, 0, 5, CTX)) == [0, 1, 4, 5, 6]
     assert choose_pmfirst(pool, 0, 9, CTX) is None
 
 
@@ -146,15 +152,15 @@ def test_pal_within_server_choice() -> None:
     ctx = pal_ctx(pool)
     # No server has 2 level-0 GPUs; (L1, within) costs 1.1 < 1.7: the first server with the
     # most eligible GPUs (all tie at 4: s0) and its first two GPUs.
-    assert choose_pal(pool, 0, 2, ctx).tolist() == [0, 1]
+    assert ids(choose_pal(pool, 0, 2, ctx)) == [0, 1]
     pool.take(np.array([0, 1, 8]))
     # s0 has 2 eligible, s1 4, s2 3 -> s1.
-    assert choose_pal(pool, 0, 3, ctx).tolist() == [4, 5, 6]
+    assert ids(choose_pal(pool, 0, 3, ctx)) == [4, 5, 6]
     # One GPU: PM-First (the level-0 GPU of a group of exactly one: g2).
-    assert choose_pal(pool, 0, 1, ctx).tolist() == [2]
+    assert ids(choose_pal(pool, 0, 1, ctx)) == [2]
     # More than a server: PM-First over all free GPUs: both level-0 GPUs, then 3 level-1
     # GPUs from the groups closest to 5 (s1's and s2's 3 tie; s1 first).
-    assert sorted(choose_pal(pool, 0, 5, ctx).tolist()) == [2, 4, 5, 6, 7]
+    assert ids(choose_pal(pool, 0, 5, ctx)) == [2, 4, 5, 6, 7]
     assert choose_pal(pool, 0, 10, ctx) is None
 
 
@@ -163,25 +169,25 @@ def test_pal_goes_across_when_cheaper() -> None:
     # 1.7 < 2.0 = (L1, within).
     row = [1.0, 2.0, 2.0, 2.0, 1.0, 2.0, 2.0, 2.0]
     pool = FreePool(make([row], 2, 4))
-    assert sorted(choose_pal(pool, 0, 2, pal_ctx(pool)).tolist()) == [0, 4]
+    assert ids(choose_pal(pool, 0, 2, pal_ctx(pool))) == [0, 4]
 
 
 def test_packed_rules() -> None:
     pool = FreePool(make([[1.0] * 12], 3, 4, busy=[0, 1, 4]))  # free: s0 2, s1 3, s2 4
-    assert choose_packed(pool, 0, 3, CTX).tolist() == [5, 6, 7]  # exact match
-    assert choose_packed(pool, 0, 1, CTX).tolist() == [2]  # tightest with enough: s0
-    assert choose_packed(pool, 0, 4, CTX).tolist() == [8, 9, 10, 11]
+    assert ids(choose_packed(pool, 0, 3, CTX)) == [5, 6, 7]  # exact match
+    assert ids(choose_packed(pool, 0, 1, CTX)) == [2]  # tightest with enough: s0
+    assert ids(choose_packed(pool, 0, 4, CTX)) == [8, 9, 10, 11]
     # Else the servers with the most free GPUs first (s2, s1, s0), first GPUs of each.
-    assert sorted(choose_packed(pool, 0, 6, CTX).tolist()) == [5, 6, 8, 9, 10, 11]
-    assert sorted(choose_packed(pool, 0, 8, CTX).tolist()) == [2, 5, 6, 7, 8, 9, 10, 11]
+    assert ids(choose_packed(pool, 0, 6, CTX)) == [5, 6, 8, 9, 10, 11]
+    assert ids(choose_packed(pool, 0, 8, CTX)) == [2, 5, 6, 7, 8, 9, 10, 11]
     assert choose_packed(pool, 0, 10, CTX) is None
 
 
 def test_random_draws_free_gpus_by_seed() -> None:
     pool = FreePool(make([[1.0] * 8], 2, 4, busy=[1, 6]))
     draws = [choose_random(pool, 0, 3, RoundContext(np.random.default_rng(7))) for _ in "ab"]
-    assert draws[0].tolist() == draws[1].tolist()
-    assert len(set(draws[0].tolist())) == 3 and not set(draws[0].tolist()) & {1, 6}
+    assert ids(draws[0]) == ids(draws[1])
+    assert len(set(ids(draws[0]))) == 3 and not set(ids(draws[0])) & {1, 6}
     assert choose_random(pool, 0, 7, CTX) is None
 
 
@@ -214,7 +220,7 @@ def test_sticky_stops_when_preemption_is_not_enough() -> None:
     by_id = {p.job_id: p for p in result.placements}
     assert not by_id["w"].placed and by_id["top"].action == Action.KEEP
     assert by_id["r"].action == Action.PREEMPT  # the artifact does not restore it
-    assert not by_id["x"].placed and by_id["x"].reason.startswith("blocked")
+    assert not by_id["x"].placed and str(by_id["x"].reason).startswith("blocked")
 
 
 def test_sticky_offers_a_preempted_job_again_at_its_position() -> None:
@@ -228,7 +234,8 @@ def test_sticky_offers_a_preempted_job_again_at_its_position() -> None:
 
 
 def test_variant_option() -> None:
-    assert get_solver("pmfirst", variant="fixed").variant == "fixed"
+    assert get_solver("pmfirst", variant="fixed").solve(make([[1.0]], 1, 1)).settings == {
+        "policy": "pmfirst", "sticky": False, "class_sort": True, "variant": "fixed"}
     with pytest.raises(InputError, match="variant"):
         get_solver("pal", variant="newest")
     with pytest.raises(InputError, match="variant"):
@@ -265,7 +272,7 @@ def instances(draw: st.DrawFn) -> Instance:
                     tuple(queue), busy)
 
 
-SOLVER_CONFIGS = [(name, {}) for name in HEURISTICS] + [
+SOLVER_CONFIGS: list[tuple[str, dict[str, str]]] = [(name, {}) for name in HEURISTICS] + [
     ("pal", {"variant": "fixed"}), ("pmfirst", {"variant": "fixed"})]
 
 
@@ -296,14 +303,14 @@ def check_sticky(inst: Instance, result: PlacementResult) -> None:
     """Running jobs keep their GPUs unless a waiting job ranked above preempted them, and the
     preempted ones are the lowest-ranked running jobs."""
     running = [i for i, j in enumerate(inst.queue) if j.is_running]
-    ids = [j.id for j in inst.queue]
+    order = [j.id for j in inst.queue]
     preempted = []
     for i in running:
         p = result.placements[i]
         assert p.action in (Action.KEEP, Action.PREEMPT)
         if p.action == Action.PREEMPT:
             preempted.append(i)
-            by = ids.index(p.reason.removeprefix("preempted for job ").strip("'"))
+            by = order.index(str(p.reason).removeprefix("preempted for job ").strip("'"))
             assert by < i and not inst.queue[by].is_running
     assert preempted == running[len(running) - len(preempted):]
 

@@ -109,12 +109,12 @@ class FreePool:
         self.avail = np.where(self.free, self.level, self._taken)
         self._bounds = self.start.tolist()
         self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = []
-        first = 0
+        begin = 0
         for servers, starts in zip(group_server, level_start, strict=True):
-            counts = self._counts[first:first + len(servers)]
+            counts = self._counts[begin:begin + len(servers)]
             self.groups.append([(servers[lo:hi], counts[lo:hi])
                                 for lo, hi in zip(starts[:-1], starts[1:], strict=True)])
-            first += len(servers)
+            begin += len(servers)
 
     def level_groups(self, c: int, lvl: int) -> tuple[np.ndarray, np.ndarray]:
         """The groups of level ``lvl`` for class ``c``: their servers (ascending) and free
@@ -130,11 +130,11 @@ class FreePool:
         self._update(gpus, True, 1)
 
     def _update(self, gpus: np.ndarray, free: bool, delta: int) -> None:
+        g: np.ndarray | np.integer = gpus
         if len(gpus) == 1:  # the common case: one GPU owns distinct counters, so no ufunc.at
             g = gpus[0]
             self._counts[self._cells[g]] += delta
         else:
-            g = gpus
             np.add.at(self._counts, self._cells[gpus].ravel(), delta)
         self.free[g] = free
         self.avail[:, g] = self.level[:, g] if free else self._taken
