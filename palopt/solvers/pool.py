@@ -78,24 +78,32 @@ class FreePool:
         self.n_servers = topo.n_servers
         self.max_server_size = int(np.diff(self.start).max())
         self.free = ~instance.busy
-        n_classes, n = instance.slowdown.shape
+        sd = instance.slowdown
+        n_classes, n = sd.shape
         s = self.n_servers
-        self.values: list[np.ndarray] = []
-        self.first_seen: list[np.ndarray] = []
+        # Per class, GPUs sorted by (slowdown, index), i.e. by (level, server, index): levels and
+        # groups are runs of that order.
+        order = np.argsort(sd, axis=1, kind="stable")
+        sorted_sd = np.take_along_axis(sd, order, axis=1)
+        new_level = np.ones((n_classes, n), dtype=bool)
+        new_level[:, 1:] = sorted_sd[:, 1:] != sorted_sd[:, :-1]
+        sorted_server = self.server[order]
+        new_group = new_level.copy()
+        new_group[:, 1:] |= sorted_server[:, 1:] != sorted_server[:, :-1]
         self.level = np.empty((n_classes, n), dtype=np.int64)
+        np.put_along_axis(self.level, order, np.cumsum(new_level, axis=1) - 1, axis=1)
         group_of = np.empty((n_classes, n), dtype=np.int64)
-        group_server, level_start = [], []
-        offset = 0
-        for c, row in enumerate(instance.slowdown):
-            values, first, level = np.unique(row, return_index=True, return_inverse=True)
-            self.values.append(values)
-            self.first_seen.append(first)
-            self.level[c] = level
-            keys, group = np.unique(level * s + self.server, return_inverse=True)
-            group_of[c] = offset + group
-            group_server.append(keys % s)
-            level_start.append(np.searchsorted(keys // s, np.arange(len(values) + 1)).tolist())
-            offset += len(keys)
+        np.put_along_axis(group_of, order, (np.cumsum(new_group) - 1).reshape(n_classes, n),
+                          axis=1)  # group ids numbered across classes, class 0's first
+        self.values = [sorted_sd[c, new_level[c]] for c in range(n_classes)]
+        self.first_seen = [order[c, new_level[c]] for c in range(n_classes)]
+        group_server = [sorted_server[c, new_group[c]] for c in range(n_classes)]
+        level_start = [
+            np.searchsorted(np.cumsum(new_level[c])[new_group[c]] - 1,
+                            np.arange(len(self.values[c]) + 1)).tolist()
+            for c in range(n_classes)
+        ]
+        offset = int(new_group.sum())
         n_levels = max(len(v) for v in self.values)
         tot_at = offset + np.arange(n_classes)[:, None] * n_levels + self.level
         server_at = offset + n_classes * n_levels + self.server[None, :]
