@@ -116,6 +116,7 @@ class FreePool:
         self._taken = n_levels  # the level ``avail`` shows for a GPU that is not free
         self.avail = np.where(self.free, self.level, self._taken)
         self._bounds = self.start.tolist()
+        self._index = np.arange(n)
         self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = []
         begin = 0
         for servers, starts in zip(group_server, level_start, strict=True):
@@ -151,14 +152,14 @@ class FreePool:
     def server_gpus(self, s: int) -> np.ndarray:
         """Free GPU indices of server ``s``, ascending."""
         lo, hi = self._bounds[s], self._bounds[s + 1]
-        return self.free[lo:hi].nonzero()[0] + lo
+        return self._index[lo:hi][self.free[lo:hi]]
 
     def server_gpus_at(self, c: int, s: int, max_level: int, exact: bool = False) -> np.ndarray:
         """Free GPUs of server ``s`` with level ``<= max_level`` (``== max_level`` if ``exact``)
         for class ``c``, ascending."""
         lo, hi = self._bounds[s], self._bounds[s + 1]
         avail = self.avail[c, lo:hi]
-        return ((avail == max_level) if exact else (avail <= max_level)).nonzero()[0] + lo
+        return self._index[lo:hi][(avail == max_level) if exact else (avail <= max_level)]
 
     def level_for(self, c: int, n: int) -> int | None:
         """The lowest level ``l`` with at least ``n`` free GPUs of level ``<= l`` for class
