@@ -159,7 +159,8 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
     if top is None:
         return None
     within, across = ctx.walk[c]
-    if pool.server_free.max() >= n:
+    free = pool.server_free
+    if free[free.argmax()] >= n:  # (argmax and a lookup: cheaper than max)
         limit = across[top]
         run = np.zeros(pool.n_servers, dtype=np.int64)  # free GPUs of level <= lvl per server
         for lvl in range(len(within)):
@@ -167,7 +168,8 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
                 break
             servers, counts = pool.groups[c][lvl]
             run[servers] += counts
-            if len(servers) and run[servers].max() >= n:
+            reached = run[servers]
+            if len(reached) and reached[reached.argmax()] >= n:
                 return pool.server_gpus_at(c, int(run.argmax()), lvl)[:n]
     return pool.pm_first(c, n, best_fit=ctx.fixed)
 
@@ -182,9 +184,8 @@ def choose_packed(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarr
     exact = (free == n).nonzero()[0]
     if len(exact):
         return pool.server_gpus(int(exact[0]))
-    enough = free >= n
-    if enough.any():
-        s = int(np.where(enough, free, pool.max_server_size + 1).argmin())
+    if free[free.argmax()] >= n:
+        s = int(np.where(free >= n, free, pool.max_server_size + 1).argmin())
         return pool.server_gpus(s)[:n]
     order = np.argsort(-free, kind="stable")
     parts, need = [], n

@@ -222,7 +222,7 @@ class FreePool:
             score = abs(row - n)
         score[row == 0] = _NEVER
         while need > 0:
-            hit = (score == score.min()).nonzero()[0]
+            hit = (score == score[score.argmin()]).nonzero()[0]  # (argmin: cheaper than min)
             score[hit] = _NEVER
             for s in servers[hit].tolist():
                 gpus = self.server_gpus_at(c, s, top, exact=True)[:need]
