@@ -221,6 +221,9 @@ def test_sticky_stops_when_preemption_is_not_enough() -> None:
     assert not by_id["w"].placed and by_id["top"].action == Action.KEEP
     assert by_id["r"].action == Action.PREEMPT  # the artifact does not restore it
     assert not by_id["x"].placed and str(by_id["x"].reason).startswith("blocked")
+    fixed = solve("random-sticky", make([[1.0] * 8], 2, 4, queue), variant="fixed")
+    assert [p.action for p in fixed.placements] == [Action.KEEP, Action.WAIT, Action.KEEP,
+                                                     Action.WAIT]
 
 
 def test_sticky_offers_a_preempted_job_again_at_its_position() -> None:
@@ -239,7 +242,7 @@ def test_variant_option() -> None:
     with pytest.raises(InputError, match="variant"):
         get_solver("pal", variant="newest")
     with pytest.raises(InputError, match="variant"):
-        get_solver("packed-sticky", variant="fixed")
+        get_solver("packed-nonsticky", variant="fixed")
 
 
 # ---------------------------------------------------------------- properties
@@ -273,7 +276,7 @@ def instances(draw: st.DrawFn) -> Instance:
 
 
 SOLVER_CONFIGS: list[tuple[str, dict[str, str]]] = [(name, {}) for name in HEURISTICS] + [
-    ("pal", {"variant": "fixed"}), ("pmfirst", {"variant": "fixed"})]
+    (name, {"variant": "fixed"}) for name in ("pal", "pmfirst", "packed-sticky")]
 
 
 @pytest.mark.parametrize(("name", "config"), SOLVER_CONFIGS)
@@ -291,7 +294,7 @@ def test_solver_properties(name: str, config: dict[str, str], inst: Instance,
             same = p.gpus == tuple(sorted(job.current_gpus))
             assert (p.action == Action.KEEP) == same
     if name in STICKY:
-        check_sticky(inst, result)
+        check_sticky(inst, result, fixed=bool(config))
     elif name in CLASS_SORTED:
         check_window(inst, result)
     else:
@@ -299,9 +302,10 @@ def test_solver_properties(name: str, config: dict[str, str], inst: Instance,
         assert placed == sorted(placed, reverse=True)  # a prefix of the queue, then a stop
 
 
-def check_sticky(inst: Instance, result: PlacementResult) -> None:
-    """Running jobs keep their GPUs unless a waiting job ranked above preempted them, and the
-    preempted ones are the lowest-ranked running jobs."""
+def check_sticky(inst: Instance, result: PlacementResult, fixed: bool) -> None:
+    """Running jobs keep their GPUs unless a waiting job ranked above preempted them (and, in
+    the fixed variant, got placed thanks to it), and the preempted ones are the lowest-ranked
+    running jobs."""
     running = [i for i, j in enumerate(inst.queue) if j.is_running]
     order = [j.id for j in inst.queue]
     preempted = []
@@ -312,6 +316,7 @@ def check_sticky(inst: Instance, result: PlacementResult) -> None:
             preempted.append(i)
             by = order.index(str(p.reason).removeprefix("preempted for job ").strip("'"))
             assert by < i and not inst.queue[by].is_running
+            assert result.placements[by].placed or not fixed
     assert preempted == running[len(running) - len(preempted):]
 
 

@@ -13,7 +13,7 @@ or ``None``. A *frame* decides the order jobs are offered in and what happens to
   preempted on the way stay stopped). A preempted job is offered again when the walk reaches
   its own queue position, like any waiting job. Running jobs ranked above are never moved.
 
-Two variants of PAL and PM-First (``get_solver("pal", variant=...)``):
+Two variants of PAL, PM-First and the sticky solvers (``get_solver("pal", variant=...)``):
 
 - ``"artifact"`` (default): the artifact's choices, quirks included.
 - ``"fixed"``: the same with its plain bugs fixed:
@@ -27,6 +27,9 @@ Two variants of PAL and PM-First (``get_solver("pal", variant=...)``):
      split across servers and pay the locality penalty; it also scores against the job's full
      size even when faster levels already supplied part of it. Fixed: groups able to hold all
      the GPUs still needed come first, tightest first; then the others, largest first.
+  3. (Sticky solvers.) A job that still does not fit after preempting every running job
+     ranked below it leaves them all stopped for nothing. Fixed: those preemptions are undone
+     (the jobs keep running) before the round stops.
 """
 
 from __future__ import annotations
@@ -287,12 +290,19 @@ def place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
             continue
         c = classes[pos]
         gpus = chooser(pool, c, job.num_gpus, ctx)
+        victims = []
         while gpus is None and holders and holders[-1] > pos:
-            victim = holders.pop()
-            pool.release(chosen.pop(victim))
-            reasons[victim] = f"preempted for job {job.id!r}"
+            victims.append(holders.pop())
+            pool.release(chosen.pop(victims[-1]))
+            reasons[victims[-1]] = f"preempted for job {job.id!r}"
             gpus = chooser(pool, c, job.num_gpus, ctx)
         if gpus is None:
+            if fixed:  # the preemptions did not help: undo them
+                for victim in reversed(victims):
+                    chosen[victim] = np.asarray(queue[victim].current_gpus, dtype=np.int64)
+                    pool.take(chosen[victim])
+                    holders.append(victim)
+                    del reasons[victim]
             reasons.setdefault(pos, _too_few(pool, job))  # a preempted job keeps that reason
             stopped = job
             continue
@@ -315,8 +325,8 @@ class HeuristicSolver:
     class_sort : bool
         Stable-sort the window by class before placing (PAL and PM-First).
     variant : {"artifact", "fixed"}, default "artifact"
-        PAL and PM-First only: the artifact's choices, or with its plain bugs fixed (listed in
-        the module documentation).
+        PAL, PM-First and the sticky frame only: the artifact's choices, or with its plain bugs
+        fixed (listed in the module documentation).
 
     Raises
     ------
@@ -354,7 +364,7 @@ class HeuristicSolver:
             chosen, reasons = place_nonsticky(instance, self.policy, rng, fixed, self.class_sort)
         settings: dict[str, Any] = {"policy": self.policy, "sticky": self.sticky,
                                     "class_sort": self.class_sort}
-        if self.policy in ("pal", "pmfirst"):
+        if self.policy in ("pal", "pmfirst") or self.sticky:
             settings["variant"] = self.variant
         if self.policy == "random":
             settings["seed"] = seed
@@ -362,7 +372,7 @@ class HeuristicSolver:
 
 
 def _factory(name: str, policy: str, sticky: bool, class_sort: bool) -> Callable[..., Any]:
-    options = ("variant",) if policy in ("pal", "pmfirst") else ()
+    options = ("variant",) if policy in ("pal", "pmfirst") or sticky else ()
 
     def make(**config: Any) -> HeuristicSolver:
         for key in config:
