@@ -69,7 +69,7 @@ def assert_in_sync(pool: FreePool) -> None:
         np.add.at(expect, (pool.level[c][free], pool.server[free]), 1)
         assert (pool.tot[c, :levels] == expect.sum(axis=1)).all()
         for lvl in range(levels):
-            servers, counts = pool.level_groups(c, lvl)
+            servers, counts = pool.groups[c][lvl]
             has = np.unique(pool.server[pool.level[c] == lvl])
             assert servers.tolist() == has.tolist()
             assert counts.tolist() == expect[lvl, has].tolist()

@@ -140,7 +140,34 @@ def _round_context(pool: FreePool, policy: str, fixed: bool,
 
 
 def choose_pmfirst(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray | None:
-    """PM-First over all free GPUs (see :meth:`FreePool.pm_first`)."""
+    """PM-First over all free GPUs (see :meth:`FreePool.pm_first`).
+
+    Parameters
+    ----------
+    pool : FreePool
+        The free GPUs (not modified).
+    c : int
+        Class index of the job.
+    n : int
+        Number of GPUs the job needs.
+    ctx : RoundContext
+        Generator, variant and PAL's walk order.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        ``n`` distinct free GPU indices, or ``None`` if the policy finds no placement.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, build_cluster
+    >>> topo = build_cluster(1, 2, 2)
+    >>> inst = Instance(topo, ("A",), np.array([[1.0, 1.2, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 1.7, 1.7]]), ())
+    >>> choose_pmfirst(FreePool(inst), 0, 2, RoundContext(np.random.default_rng(0))).tolist()
+    [2, 3]
+    """
     return pool.pm_first(c, n, best_fit=ctx.fixed)
 
 
@@ -155,6 +182,22 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
 
     Both kinds of option are monotone in the level, so the walk reduces to comparing the rank
     of the first feasible within option with that of the first feasible across option.
+
+    Parameters
+    ----------
+    pool : FreePool
+        The free GPUs (not modified).
+    c : int
+        Class index of the job.
+    n : int
+        Number of GPUs the job needs.
+    ctx : RoundContext
+        Generator, variant and PAL's walk order.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        ``n`` distinct free GPU indices, or ``None`` if the policy finds no placement.
     """
     if n == 1 or n > pool.max_server_size:
         return pool.pm_first(c, n, best_fit=ctx.fixed)
@@ -180,7 +223,24 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
 def choose_packed(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray | None:
     """Packed: the first server with exactly ``n`` free GPUs; else the server with the fewest
     free GPUs that are still enough (the first on ties), its first ``n``; else, if enough are
-    free in total, whole servers, most free GPUs first (the first on ties)."""
+    free in total, whole servers, most free GPUs first (the first on ties).
+
+    Parameters
+    ----------
+    pool : FreePool
+        The free GPUs (not modified).
+    c : int
+        Class index of the job.
+    n : int
+        Number of GPUs the job needs.
+    ctx : RoundContext
+        Generator, variant and PAL's walk order.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        ``n`` distinct free GPU indices, or ``None`` if the policy finds no placement.
+    """
     if pool.n_free < n:
         return None
     free = pool.server_free
@@ -202,7 +262,25 @@ def choose_packed(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarr
 
 
 def choose_random(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray | None:
-    """Random: ``n`` GPUs drawn uniformly from all free GPUs (servers ignored)."""
+    """Random: ``n`` GPUs drawn uniformly from all free GPUs (servers ignored), with
+    ``ctx.rng``.
+
+    Parameters
+    ----------
+    pool : FreePool
+        The free GPUs (not modified).
+    c : int
+        Class index of the job.
+    n : int
+        Number of GPUs the job needs.
+    ctx : RoundContext
+        Generator, variant and PAL's walk order.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        ``n`` distinct free GPU indices, or ``None`` if the policy finds no placement.
+    """
     if pool.n_free < n:
         return None
     return ctx.rng.choice(pool.free.nonzero()[0], n, replace=False)
@@ -236,7 +314,7 @@ def _too_few(pool: FreePool, job: Job) -> str:
 Placed = tuple[dict[int, np.ndarray], dict[int, str]]
 
 
-def place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
+def _place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
                     fixed: bool, class_sort: bool) -> Placed:
     """Non-sticky frame; returns queue position -> GPUs and -> reason."""
     pool = FreePool(instance)
@@ -264,7 +342,7 @@ def place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generato
     return chosen, reasons
 
 
-def place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
+def _place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
                  fixed: bool) -> Placed:
     """Sticky frame; returns queue position -> GPUs and -> reason."""
     pool = FreePool(instance)
@@ -359,9 +437,9 @@ class HeuristicSolver:
         rng = np.random.default_rng(seed)
         fixed = self.variant == "fixed"
         if self.sticky:
-            chosen, reasons = place_sticky(instance, self.policy, rng, fixed)
+            chosen, reasons = _place_sticky(instance, self.policy, rng, fixed)
         else:
-            chosen, reasons = place_nonsticky(instance, self.policy, rng, fixed, self.class_sort)
+            chosen, reasons = _place_nonsticky(instance, self.policy, rng, fixed, self.class_sort)
         settings: dict[str, Any] = {"policy": self.policy, "sticky": self.sticky,
                                     "class_sort": self.class_sort}
         if self.policy in ("pal", "pmfirst") or self.sticky:

@@ -6,7 +6,7 @@ The GPUs of one class sharing a level and a server form a *group*. The pool keep
 of counters, all views of one flat integer buffer:
 
 - per class, the free GPUs of each group, groups sorted by (level, server), so the groups of
-  one level are a contiguous run (:meth:`FreePool.level_groups`);
+  one level are a contiguous run (``FreePool.groups``);
 - ``tot[c, l]``: free GPUs at level ``l`` for class ``c``, all servers;
 - ``server_free[s]``: free GPUs of server ``s``.
 
@@ -49,6 +49,9 @@ class FreePool:
     first_seen : list of numpy.ndarray
         ``first_seen[c][l]``: lowest GPU index having level ``l`` (the order in which the
         artifact's GPU table first shows each value).
+    groups : list of list of (numpy.ndarray, numpy.ndarray)
+        ``groups[c][l]``: the groups of level ``l`` for class ``c``, as their servers
+        (ascending) and their free GPU counts (a live view of the counters; a count may be 0).
     tot, server_free : numpy.ndarray
         Free GPUs per (class, level) and per server.
     n_free : int
@@ -65,7 +68,7 @@ class FreePool:
     >>> pool.take(np.array([0, 2]))
     >>> pool.server_free.tolist(), pool.tot[0].tolist()
     ([1, 1], [1, 1])
-    >>> servers, counts = pool.level_groups(0, 0)
+    >>> servers, counts = pool.groups[0][0]
     >>> servers.tolist(), counts.tolist()
     ([0, 1], [0, 1])
     """
@@ -125,17 +128,12 @@ class FreePool:
                                 for lo, hi in zip(starts[:-1], starts[1:], strict=True)])
             begin += len(servers)
 
-    def level_groups(self, c: int, lvl: int) -> tuple[np.ndarray, np.ndarray]:
-        """The groups of level ``lvl`` for class ``c``: their servers (ascending) and free
-        GPU counts (live views; a count may be 0). Also ``groups[c][lvl]``."""
-        return self.groups[c][lvl]
-
     def take(self, gpus: np.ndarray) -> None:
-        """Mark ``gpus`` (free, distinct) as used."""
+        """Mark ``gpus`` (free, distinct dense GPU indices) as used, updating every counter."""
         self._update(gpus, False, -1)
 
     def release(self, gpus: np.ndarray) -> None:
-        """Mark ``gpus`` (used, not busy, distinct) as free again."""
+        """Mark ``gpus`` (taken, not busy, distinct dense GPU indices) as free again."""
         self._update(gpus, True, 1)
 
     def _update(self, gpus: np.ndarray, free: bool, delta: int) -> None:
