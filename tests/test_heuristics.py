@@ -253,7 +253,8 @@ def instances(draw: st.DrawFn) -> Instance:
     racks = draw(st.integers(1, 2))
     servers = draw(st.integers(1, 3))
     per = draw(st.integers(1, 4))
-    topo = build_cluster(racks, servers, per)
+    island = draw(st.sampled_from([None] + [k for k in (2, 4) if per % k == 0]))
+    topo = build_cluster(racks, servers, per, nvlink_island=island)
     n = topo.n_gpus
     n_classes = draw(st.integers(1, 3))
     values = st.sampled_from([0.9, 1.0, 1.05, 1.2, 1.7, 2.0])
