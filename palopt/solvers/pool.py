@@ -1,9 +1,20 @@
 """Free-GPU bookkeeping shared by the heuristic solvers.
 
 GPUs of a server have consecutive dense indices, so a server is a slice. Per class, each GPU has
-an integer *level*: the rank of its slowdown among the class's distinct values. The pool keeps,
-per class, ``cum[l, s]`` = free GPUs of server ``s`` with level <= ``l``, so "which servers have N
-free GPUs no slower than v" is one comparison over servers, never a search over GPU subsets.
+an integer *level*: the rank of its slowdown among the class's distinct values (0 = fastest).
+The GPUs of one class sharing a level and a server form a *group*. The pool keeps three kinds
+of counters, all views of one flat integer buffer:
+
+- per class, the free GPUs of each group, groups sorted by (level, server), so the groups of
+  one level are a contiguous run (``FreePool.groups``);
+- ``tot[c, l]``: free GPUs at level ``l`` for class ``c``, all servers;
+- ``server_free[s]``: free GPUs of server ``s``.
+
+Every GPU owns one counter of each kind, precomputed, so taking or releasing a set of GPUs is a
+single ``numpy.subtract.at`` / ``numpy.add.at`` over their counters: no loop over GPUs or
+classes. "Which servers have N free GPUs no slower than level l" is a running sum over the
+groups of levels ``0..l``, never a search over GPU subsets. Memory is linear in GPUs x classes,
+whatever the number of distinct slowdown values.
 """
 
 from __future__ import annotations
@@ -14,6 +25,8 @@ from palopt.instance import Instance
 
 __all__ = ["FreePool"]
 
+_NEVER = np.iinfo(np.int64).max  # score of an empty group
+
 
 class FreePool:
     """Mutable free-GPU state for one solve.
@@ -22,6 +35,42 @@ class FreePool:
     ----------
     instance : Instance
         Supplies the topology, the busy mask and the slowdowns ranked by.
+
+    Attributes
+    ----------
+    free : numpy.ndarray
+        Boolean mask of free GPUs (neither busy nor taken).
+    level : numpy.ndarray
+        ``level[c, g]``: level of GPU ``g`` for class ``c``.
+    avail : numpy.ndarray
+        ``level`` for free GPUs, and a level above all others for the rest.
+    values : list of numpy.ndarray
+        Distinct slowdown values of each class, ascending (``values[c][l]`` is level ``l``).
+    first_seen : list of numpy.ndarray
+        ``first_seen[c][l]``: lowest GPU index having level ``l`` (the order in which the
+        artifact's GPU table first shows each value).
+    groups : list of list of (numpy.ndarray, numpy.ndarray)
+        ``groups[c][l]``: the groups of level ``l`` for class ``c``, as their servers
+        (ascending) and their free GPU counts (a live view of the counters; a count may be 0).
+    tot, server_free : numpy.ndarray
+        Free GPUs per (class, level) and per server.
+    n_free : int
+        Number of free GPUs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, build_cluster
+    >>> topo = build_cluster(1, 2, 2)
+    >>> inst = Instance(topo, ("A",), np.array([[1.0, 2.0, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 1.7, 1.7]]), ())
+    >>> pool = FreePool(inst)
+    >>> pool.take(np.array([0, 2]))
+    >>> pool.server_free.tolist(), pool.tot[0].tolist()
+    ([1, 1], [1, 1])
+    >>> servers, counts = pool.groups[0][0]
+    >>> servers.tolist(), counts.tolist()
+    ([0, 1], [0, 1])
     """
 
     def __init__(self, instance: Instance) -> None:
@@ -32,84 +81,151 @@ class FreePool:
         self.n_servers = topo.n_servers
         self.max_server_size = int(np.diff(self.start).max())
         self.free = ~instance.busy
-        self.server_free = np.bincount(self.server[self.free], minlength=self.n_servers)
+        sd = instance.slowdown
+        n_classes, n = sd.shape
+        s = self.n_servers
+        # Per class, GPUs sorted by (slowdown, index), i.e. by (level, server, index): levels and
+        # groups are runs of that order.
+        order = np.argsort(sd, axis=1, kind="stable")
+        sorted_sd = np.take_along_axis(sd, order, axis=1)
+        new_level = np.ones((n_classes, n), dtype=bool)
+        new_level[:, 1:] = sorted_sd[:, 1:] != sorted_sd[:, :-1]
+        sorted_server = self.server[order]
+        new_group = new_level.copy()
+        new_group[:, 1:] |= sorted_server[:, 1:] != sorted_server[:, :-1]
+        self.level = np.empty((n_classes, n), dtype=np.int64)
+        np.put_along_axis(self.level, order, np.cumsum(new_level, axis=1) - 1, axis=1)
+        group_of = np.empty((n_classes, n), dtype=np.int64)
+        np.put_along_axis(group_of, order, (np.cumsum(new_group) - 1).reshape(n_classes, n),
+                          axis=1)  # group ids numbered across classes, class 0's first
+        self.values = [sorted_sd[c, new_level[c]] for c in range(n_classes)]
+        self.first_seen = [order[c, new_level[c]] for c in range(n_classes)]
+        group_server = [sorted_server[c, new_group[c]] for c in range(n_classes)]
+        level_start = [
+            np.searchsorted(np.cumsum(new_level[c])[new_group[c]] - 1,
+                            np.arange(len(self.values[c]) + 1)).tolist()
+            for c in range(n_classes)
+        ]
+        offset = int(new_group.sum())
+        n_levels = max(len(v) for v in self.values)
+        tot_at = offset + np.arange(n_classes)[:, None] * n_levels + self.level
+        server_at = offset + n_classes * n_levels + self.server[None, :]
+        self._cells = np.ascontiguousarray(np.concatenate([group_of, tot_at, server_at]).T)
+        self._counts = np.bincount(self._cells[self.free].ravel(),
+                                   minlength=offset + n_classes * n_levels + s)
+        self.tot = self._counts[offset:offset + n_classes * n_levels].reshape(n_classes, n_levels)
+        self.server_free = self._counts[offset + n_classes * n_levels:]
         self.n_free = int(self.free.sum())
-        self.values: list[np.ndarray] = []  # distinct slowdown values per class, ascending
-        self.level: list[np.ndarray] = []  # level of each GPU per class
-        self.cnt: list[np.ndarray] = []  # (levels, servers) free GPUs at exactly that level
-        self.cum: list[np.ndarray] = []  # (levels, servers) free GPUs at level <= l
-        self.cum_total: list[np.ndarray] = []  # (levels,) free GPUs at level <= l, all servers
-        for row in instance.slowdown:
-            values, level = np.unique(row, return_inverse=True)
-            cnt = np.zeros((len(values), self.n_servers), dtype=np.int64)
-            np.add.at(cnt, (level[self.free], self.server[self.free]), 1)
-            cum = np.cumsum(cnt, axis=0)
-            self.values.append(values)
-            self.level.append(level)
-            self.cnt.append(cnt)
-            self.cum.append(cum)
-            self.cum_total.append(cum.sum(axis=1))
-
-    def _update(self, gpus: np.ndarray, delta: int) -> None:
-        for g in gpus:
-            s = self.server[g]
-            self.server_free[s] += delta
-            for c in range(len(self.level)):
-                lvl = self.level[c][g]
-                self.cnt[c][lvl, s] += delta
-                self.cum[c][lvl:, s] += delta
-                self.cum_total[c][lvl:] += delta
-        self.n_free += delta * len(gpus)
+        self._taken = n_levels  # the level ``avail`` shows for a GPU that is not free
+        self.avail = np.where(self.free, self.level, self._taken)
+        self._bounds = self.start.tolist()
+        self._index = np.arange(n)
+        self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = []
+        begin = 0
+        for servers, starts in zip(group_server, level_start, strict=True):
+            counts = self._counts[begin:begin + len(servers)]
+            self.groups.append([(servers[lo:hi], counts[lo:hi])
+                                for lo, hi in zip(starts[:-1], starts[1:], strict=True)])
+            begin += len(servers)
 
     def take(self, gpus: np.ndarray) -> None:
-        """Mark ``gpus`` (free) as used."""
-        self.free[gpus] = False
-        self._update(gpus, -1)
+        """Mark ``gpus`` (free, distinct dense GPU indices) as used, updating every counter."""
+        self._update(gpus, False, -1)
 
     def release(self, gpus: np.ndarray) -> None:
-        """Mark ``gpus`` (used, not busy) as free again."""
-        self.free[gpus] = True
-        self._update(gpus, +1)
+        """Mark ``gpus`` (taken, not busy, distinct dense GPU indices) as free again."""
+        self._update(gpus, True, 1)
+
+    def _update(self, gpus: np.ndarray, free: bool, delta: int) -> None:
+        g: np.ndarray | np.integer = gpus
+        if len(gpus) == 1:  # the common case: one GPU owns distinct counters, so no ufunc.at
+            g = gpus[0]
+            self._counts[self._cells[g]] += delta
+        else:
+            np.add.at(self._counts, self._cells[gpus].ravel(), delta)
+        self.free[g] = free
+        self.avail[:, g] = self.level[:, g] if free else self._taken
+        self.n_free += delta * len(gpus)
 
     def server_gpus(self, s: int) -> np.ndarray:
         """Free GPU indices of server ``s``, ascending."""
-        lo, hi = self.start[s], self.start[s + 1]
-        return lo + np.flatnonzero(self.free[lo:hi])
+        lo, hi = self._bounds[s], self._bounds[s + 1]
+        return self._index[lo:hi][self.free[lo:hi]]
 
-    def lowest_on_server(self, c: int, s: int, n: int) -> np.ndarray:
-        """The ``n`` free GPUs of server ``s`` with the lowest levels for class ``c`` (ties by
-        index)."""
-        cand = self.server_gpus(s)
-        order = np.argsort(self.level[c][cand], kind="stable")
-        return cand[order[:n]]
+    def server_gpus_at(self, c: int, s: int, max_level: int, exact: bool = False) -> np.ndarray:
+        """Free GPUs of server ``s`` with level ``<= max_level`` (``== max_level`` if ``exact``)
+        for class ``c``, ascending."""
+        lo, hi = self._bounds[s], self._bounds[s + 1]
+        avail = self.avail[c, lo:hi]
+        return self._index[lo:hi][(avail == max_level) if exact else (avail <= max_level)]
 
-    def pm_first(self, c: int, n: int, max_level: int | None = None) -> np.ndarray | None:
-        """PM-First: ``n`` free GPUs of level <= ``max_level``, or ``None`` if too few.
-
-        GPUs are ordered by (level, |g - n|, GPU index) where ``g`` is the number of eligible GPUs
-        sharing the GPU's level and server: the fastest GPUs first, and among equally fast ones
-        those in groups closest to the job's size, so jobs fill groups snugly.
-        """
-        top = len(self.values[c]) - 1 if max_level is None else max_level
-        if self.cum_total[c][top] < n:
+    def level_for(self, c: int, n: int) -> int | None:
+        """The lowest level ``l`` with at least ``n`` free GPUs of level ``<= l`` for class
+        ``c``, or ``None`` if fewer than ``n`` GPUs are free."""
+        if self.n_free < n:
             return None
-        level = self.level[c]
-        out: list[np.ndarray] = []
+        if len(self.values[c]) > 16:
+            return int(self.tot[c].cumsum().searchsorted(n))
+        total = 0
+        for lvl, count in enumerate(self.tot[c].tolist()):
+            total += count
+            if total >= n:
+                return lvl
+        raise AssertionError("level counts out of sync with the free mask")
+
+    def pm_first(self, c: int, n: int, best_fit: bool = False) -> np.ndarray | None:
+        """PM-First: the ``n`` best free GPUs for class ``c``, or ``None`` if too few are free.
+
+        GPUs are ranked by level, then by a locality score of their *group* (the free GPUs
+        sharing their level and server), then by GPU index; the first ``n`` are taken. So all
+        free GPUs of the levels below the lowest level ``L`` that completes the job are taken,
+        and the rest comes from level ``L``, best-scored groups first.
+
+        Parameters
+        ----------
+        c : int
+            Class index.
+        n : int
+            Number of GPUs.
+        best_fit : bool, default False
+            ``False``: the artifact's score ``|group size - n|``, where a group too small to
+            hold the job ties with a larger one. ``True``: groups that can hold all GPUs still
+            needed from level ``L`` come first, smallest first; then the others, largest
+            first, so the job spans as few servers as the level allows. (The two agree for
+            one GPU.)
+
+        Returns
+        -------
+        numpy.ndarray or None
+            GPU indices (unordered).
+        """
+        top = self.level_for(c, n)
+        if top is None:
+            return None
+        servers, row = self.groups[c][top]
+        if n == 1:
+            # The group with the fewest (but some) free GPUs: as unsigned, count - 1 wraps
+            # around to the largest value for an empty group.
+            s = int(servers[(row - 1).view(np.uint64).argmin()])
+            return self.server_gpus_at(c, s, top, exact=True)[:1]
+        parts: list[np.ndarray] = []
         need = n
-        for lvl in range(top + 1):
-            row = self.cnt[c][lvl]
-            if not row.any():
-                continue
-            biggest = int(row.max())
-            for score in range(max(n - 1, biggest - n) + 1):
-                hit = row == n + score
-                if 0 < score < n:
-                    hit |= row == n - score
-                for s in np.flatnonzero(hit):
-                    gpus = self.server_gpus(int(s))
-                    gpus = gpus[level[gpus] == lvl]
-                    out.append(gpus[:need])
-                    need -= len(out[-1])
-                    if need == 0:
-                        return np.concatenate(out)
-        raise AssertionError("pm_first: counts out of sync with the free mask")
+        if top > 0:
+            lower = (self.avail[c] < top).nonzero()[0]
+            parts.append(lower)
+            need -= len(lower)
+        if best_fit:
+            score = np.where(row >= need, row - need, self.max_server_size + need - row)
+        else:
+            score = abs(row - n)
+        score[row == 0] = _NEVER
+        while need > 0:
+            hit = (score == score[score.argmin()]).nonzero()[0]  # (argmin: cheaper than min)
+            score[hit] = _NEVER
+            for s in servers[hit].tolist():
+                gpus = self.server_gpus_at(c, s, top, exact=True)[:need]
+                parts.append(gpus)
+                need -= len(gpus)
+                if need == 0:
+                    break
+        return np.concatenate(parts) if len(parts) > 1 else parts[0]
