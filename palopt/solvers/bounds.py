@@ -12,12 +12,11 @@ Each job's cost in any placement is at least its part, so the sum bounds the opt
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 
 from palopt.solvers.greedy import _Greedy
 from palopt.solvers.round import Round
+from palopt.solvers.transport import transport
 
 __all__ = ["lower_bound", "single_gpu_costs"]
 
@@ -42,35 +41,6 @@ def single_gpu_costs(rnd: Round) -> tuple[list[int], np.ndarray, np.ndarray]:
     return [len(v) for v in groups.values()], gpus, cost
 
 
-def _transport(counts: list[int], cost: np.ndarray) -> float:
-    """Minimum cost of sending ``counts[m]`` units from each row to distinct columns."""
-    if not counts:
-        return 0.0
-    if len(counts) == 1 or importlib.util.find_spec("highspy") is None:
-        return float(sum(np.partition(row, n - 1)[:n].sum() for row, n in zip(cost, counts)))
-    import highspy
-
-    m, n = cost.shape
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    lp = highspy.HighsLp()
-    lp.num_col_, lp.num_row_ = m * n, m + n
-    lp.col_cost_ = cost.ravel()
-    lp.col_lower_ = np.zeros(m * n)
-    lp.col_upper_ = np.ones(m * n)
-    lp.row_lower_ = np.r_[np.asarray(counts, dtype=np.float64), np.zeros(n)]
-    lp.row_upper_ = np.r_[np.asarray(counts, dtype=np.float64), np.ones(n)]
-    col = np.arange(m * n)
-    rows = np.stack([col // n, m + col % n], axis=1).ravel()
-    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
-    lp.a_matrix_.start_ = np.arange(0, 2 * m * n + 1, 2, dtype=np.int32)
-    lp.a_matrix_.index_ = rows.astype(np.int32)
-    lp.a_matrix_.value_ = np.ones(2 * m * n)
-    h.passModel(lp)
-    h.run()
-    return float(h.getInfo().objective_function_value)
-
-
 def lower_bound(rnd: Round) -> float:
     """A lower bound on the weighted cost of the open jobs of ``rnd`` (see the module docs).
 
@@ -92,4 +62,4 @@ def lower_bound(rnd: Round) -> float:
         cost, _ = greedy.best(rnd.free, int(greedy.cls[pos]), job.num_gpus)
         total += job.weight * cost
     counts, _, cost = single_gpu_costs(rnd)
-    return total + _transport(counts, cost)
+    return total + transport(counts, cost, assign=False)[0]

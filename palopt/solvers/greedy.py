@@ -4,7 +4,9 @@ For each job, in turn, the candidates are, at every tier of the topology, the be
 tier: the group whose ``k``-th fastest free GPU (for the job's class) is fastest, charged with the
 tier's penalty. So a job sees its best server, its best rack and its best anywhere placement, and
 takes the cheapest (the lowest tier on ties), on the ``k`` fastest free GPUs of that group. Two job
-orders are tried (queue order, and largest jobs first) and the cheaper placement is kept.
+orders are tried and the cheaper placement is kept: queue order, and largest jobs first with the
+1-GPU jobs then assigned optimally to what is left (a transportation problem, when ``highspy`` is
+installed).
 
 The greedy places exactly the jobs of :func:`palopt.solvers.round.make_round` (the admitted prefix,
 or the first-fit set), so its cost compares directly with the exact solvers' optimum; it is also
@@ -23,6 +25,7 @@ from palopt.instance import Instance
 from palopt.result import PlacementResult
 from palopt.solvers.base import build_result, register
 from palopt.solvers.round import MODES, Round, make_round
+from palopt.solvers.transport import transport
 
 __all__ = ["GreedySolver", "greedy_assignment", "dense_groups", "round_cost"]
 
@@ -89,9 +92,11 @@ class _Greedy:
                 best_gpus = avail[perm[ar[ok[i]:ok[i] + k]]]
         return best_cost, best_gpus
 
-    def place(self, order: list[int]) -> tuple[float, dict[int, np.ndarray]]:
-        """One greedy pass over open positions in ``order``: (total weighted cost, placement)."""
-        free = self.rnd.free.copy()
+    def place(self, order: list[int], free: np.ndarray | None = None
+              ) -> tuple[float, dict[int, np.ndarray]]:
+        """One greedy pass over positions in ``order`` on ``free`` (default: the round's free
+        GPUs): (total weighted cost, placement)."""
+        free = (self.rnd.free if free is None else free).copy()
         chosen: dict[int, np.ndarray] = {}
         total = 0.0
         q = self.inst.queue
@@ -102,6 +107,42 @@ class _Greedy:
             chosen[pos] = np.sort(gpus)
             total += job.weight * cost
         return total, chosen
+
+    def place_singles(self, free: np.ndarray, positions: list[int]
+                      ) -> tuple[float, dict[int, np.ndarray]] | None:
+        """1-GPU jobs at ``positions`` assigned optimally to ``free`` (a transportation problem);
+        ``None`` without ``highspy``."""
+        inst = self.inst
+        groups: dict[tuple[int, float], list[int]] = {}
+        for p in positions:
+            groups.setdefault((int(self.cls[p]), float(inst.queue[p].weight)), []).append(p)
+        gpus = np.flatnonzero(free)
+        cost = np.array([w * inst.slowdown[c, gpus] * inst.penalty[c, 0] for c, w in groups],
+                        dtype=np.float64).reshape(len(groups), len(gpus))
+        value, x = transport([len(v) for v in groups.values()], cost)
+        if x is None:
+            return None
+        chosen = {}
+        for row, members in zip(x, groups.values()):
+            for p, g in zip(members, gpus[row]):
+                chosen[p] = np.array([g], dtype=np.int64)
+        return value, chosen
+
+    def place_split(self, order: list[int], free: np.ndarray | None = None
+                    ) -> tuple[float, dict[int, np.ndarray]]:
+        """Multi-GPU jobs greedily in ``order``, then the 1-GPU jobs optimally (if ``highspy``
+        is installed, else greedily)."""
+        q = self.inst.queue
+        multi = [p for p in order if q[p].num_gpus > 1]
+        singles = [p for p in order if q[p].num_gpus == 1]
+        total, chosen = self.place(multi, free)
+        rest = (self.rnd.free if free is None else free).copy()
+        for gpus in chosen.values():
+            rest[gpus] = False
+        placed = self.place_singles(rest, singles) if singles else (0.0, {})
+        if placed is None:
+            placed = self.place(singles, rest)
+        return total + placed[0], {**chosen, **placed[1]}
 
 
 def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
@@ -126,12 +167,7 @@ def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
     q = rnd.instance.queue
     queue_order = list(rnd.open_positions)
     big_first = sorted(queue_order, key=lambda p: -q[p].num_gpus)
-    best_cost, best = g.place(queue_order)
-    if big_first != queue_order:
-        cost, chosen = g.place(big_first)
-        if cost < best_cost:
-            best = chosen
-    return best
+    return min((g.place(queue_order), g.place_split(big_first)), key=lambda o: o[0])[1]
 
 
 class GreedySolver:

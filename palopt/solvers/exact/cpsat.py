@@ -9,7 +9,7 @@ import numpy as np
 from palopt.errors import InputError
 from palopt.result import Status
 from palopt.solvers.base import register
-from palopt.solvers.exact.model import PlacementModel
+from palopt.solvers.exact.model import SparseModel
 from palopt.solvers.exact.runner import BackendAnswer, ExactSolver
 
 __all__ = ["CpSatSolver"]
@@ -34,12 +34,11 @@ class CpSatSolver(ExactSolver):
 
     name = "cpsat"
 
-    def run(self, model: PlacementModel, start: np.ndarray | None, time_limit: float,
+    def run(self, sp: SparseModel, start: np.ndarray | None, time_limit: float,
             seed: int) -> BackendAnswer:
-        """Solve ``model`` with CP-SAT."""
+        """Solve ``sp`` with CP-SAT."""
         from ortools.sat.python import cp_model
 
-        sp = model.sparse
         m = cp_model.CpModel()
         xs = [m.new_int_var(lo, hi, "") for lo, hi in zip(sp.lower, sp.upper)]
         for idx, coef, lo, hi in sp.rows:
@@ -53,6 +52,7 @@ class CpSatSolver(ExactSolver):
         solver.parameters.max_time_in_seconds = time_limit
         solver.parameters.num_workers = self.workers
         solver.parameters.random_seed = seed
+        solver.parameters.relative_gap_limit = self.gap
         if self.workers > 1:
             solver.parameters.interleave_search = True
         code = solver.solve(m)
@@ -66,7 +66,8 @@ class CpSatSolver(ExactSolver):
 
 
 def _make(**config: Any) -> CpSatSolver:
-    allowed = {"mode", "keep_running", "time_limit", "workers", "scale", "warm_start"}
+    allowed = {"mode", "keep_running", "time_limit", "workers", "scale", "warm_start",
+               "formulation", "gap"}
     unknown = set(config) - allowed
     if unknown:
         key = sorted(unknown)[0]

@@ -19,7 +19,7 @@ import numpy as np
 from palopt.errors import InputError
 from palopt.result import Status
 from palopt.solvers.base import register
-from palopt.solvers.exact.model import PlacementModel
+from palopt.solvers.exact.model import SparseModel
 from palopt.solvers.exact.runner import BackendAnswer, ExactSolver
 
 __all__ = ["MilpSolver", "BACKENDS"]
@@ -62,18 +62,17 @@ class MilpSolver(ExactSolver):
         """The configuration, with the back end."""
         return {**super().settings(), "backend": self.backend}
 
-    def run(self, model: PlacementModel, start: np.ndarray | None, time_limit: float,
+    def run(self, sp: SparseModel, start: np.ndarray | None, time_limit: float,
             seed: int) -> BackendAnswer:
-        """Solve ``model`` with the configured back end."""
+        """Solve ``sp`` with the configured back end."""
         if self.backend == "highs":
-            return self._highs(model, time_limit, seed)
-        return self._cbc(model, start, time_limit, seed)
+            return self._highs(sp, time_limit, seed)
+        return self._cbc(sp, start, time_limit, seed)
 
-    def _cbc(self, model: PlacementModel, start: np.ndarray | None, time_limit: float,
+    def _cbc(self, sp: SparseModel, start: np.ndarray | None, time_limit: float,
              seed: int) -> BackendAnswer:
         import pulp
 
-        sp = model.sparse
         prob = pulp.LpProblem("placement", pulp.LpMinimize)
         xs = [pulp.LpVariable(f"v{i}", lo, hi, cat=pulp.LpInteger)
               for i, (lo, hi) in enumerate(zip(sp.lower, sp.upper))]
@@ -92,7 +91,7 @@ class MilpSolver(ExactSolver):
             for var, value in zip(xs, start):
                 var.setInitialValue(int(value))
         solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, threads=self.workers,
-                                   gapRel=0, gapAbs=0, warmStart=start is not None,
+                                   gapRel=self.gap, warmStart=start is not None,
                                    options=[f"randomSeed {seed + 1}", f"randomCbcSeed {seed + 1}"])
         prob.solve(solver)
         if prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
@@ -104,18 +103,16 @@ class MilpSolver(ExactSolver):
             return BackendAnswer(Status.INFEASIBLE, None, None)
         return BackendAnswer(Status.NO_SOLUTION, None, None)
 
-    def _highs(self, model: PlacementModel, time_limit: float, seed: int) -> BackendAnswer:
+    def _highs(self, sp: SparseModel, time_limit: float, seed: int) -> BackendAnswer:
         import highspy
 
-        sp = model.sparse
         n = sp.n_vars
         h = highspy.Highs()
         h.setOptionValue("output_flag", False)
         h.setOptionValue("time_limit", float(time_limit))
         h.setOptionValue("threads", self.workers)
         h.setOptionValue("random_seed", seed)
-        h.setOptionValue("mip_rel_gap", 0.0)
-        h.setOptionValue("mip_abs_gap", 0.0)
+        h.setOptionValue("mip_rel_gap", self.gap)
         lp = highspy.HighsLp()
         lp.num_col_, lp.num_row_ = n, len(sp.rows)
         lp.col_cost_ = np.asarray(sp.objective, dtype=np.float64)
@@ -147,7 +144,8 @@ class MilpSolver(ExactSolver):
 
 
 def _make(**config: Any) -> MilpSolver:
-    allowed = {"backend", "mode", "keep_running", "time_limit", "workers", "scale", "warm_start"}
+    allowed = {"backend", "mode", "keep_running", "time_limit", "workers", "scale", "warm_start",
+               "formulation", "gap"}
     unknown = set(config) - allowed
     if unknown:
         key = sorted(unknown)[0]

@@ -13,7 +13,9 @@ incrementally, ``b[j, G, l] = 1`` iff the job is in ``G`` with threshold at leas
 - ``sum_G b[j, G, 0] = 1``; ``b[j, G, l] <= b[j, G, l - 1]``;
 - ``sum_tau x[j, tau] = k_j``; ``x[j, tau] <= n_tau * sum_{G contains tau} b[j, G, l(tau, G)]``
   where ``l(tau, G)`` is the first threshold of ``G`` no faster than ``tau``;
-- ``sum_{tau in G} x[j, tau] >= k_j * b[j, G, 0]`` (a valid cut that tightens the relaxation);
+- ``sum_{tau in G, sf <= v_l} x[j, tau] >= k_j * (b[j, G, 0] - b[j, G, l + 1])`` for every
+  threshold (valid cuts: a job in ``G`` with threshold at most ``v_l`` has all its GPUs there;
+  they tighten the relaxation);
 - 1-GPU jobs of one class and weight are one commodity ``m`` with ``sum_tau z[m, tau] = n_m``;
 - ``sum_j x[j, tau] + sum_m z[m, tau] <= n_tau``.
 
@@ -32,10 +34,11 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from palopt.solvers.bounds import single_gpu_costs
+from palopt.solvers.exact.colgen import ColumnGeneration
 from palopt.solvers.greedy import _Greedy, dense_groups
 from palopt.solvers.round import Round
 
-__all__ = ["SparseModel", "PlacementModel", "build_model"]
+__all__ = ["SparseModel", "PlacementModel", "MasterModel", "build_model", "build_master"]
 
 
 @dataclass
@@ -153,7 +156,8 @@ def _types(rnd: Round) -> tuple[np.ndarray, list[np.ndarray]]:
     return gpu_type, np.split(free[order], cuts)
 
 
-def build_model(rnd: Round, scale: float, upper_bound: float | None = None) -> PlacementModel:
+def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
+                fixing: ColumnGeneration | None = None) -> PlacementModel:
     """Build the model of ``rnd``'s open jobs (see the module documentation).
 
     Parameters
@@ -164,6 +168,9 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None) -> P
     upper_bound : float, optional
         The weighted cost of a known placement of the open jobs; patterns that cannot beat it
         are left out (that placement stays expressible).
+    fixing : ColumnGeneration, optional
+        A converged column generation: with ``upper_bound``, patterns and 1-GPU choices whose
+        reduced cost shows they cannot beat it are left out too.
 
     Returns
     -------
@@ -200,12 +207,16 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None) -> P
                     zip(single_cost, counts)]
     lb_total = sum(alone.values()) + sum(single_alone)
     slack = np.inf if upper_bound is None else upper_bound - lb_total + 1e-9 * abs(upper_bound)
+    pattern_rc = None
+    if fixing is not None and upper_bound is not None:
+        pattern_rc = fixing.pattern_rc(upper_bound)
+        rc_cut = upper_bound - fixing.lp_value + 1e-9 * abs(upper_bound) + 1e-9
 
     sp = SparseModel()
     x: dict[tuple[int, int], int] = {}
     patterns: dict[int, list[tuple[int, int, np.ndarray, list[int]]]] = {}
     usable: dict[tuple[int, int], list[int]] = {}  # (pos, type) -> b vars that allow it
-    covers: list[tuple[int, int, np.ndarray, int]] = []
+    covers: list[tuple[int, int, np.ndarray, list[int], np.ndarray]] = []
     n_patterns = 0
     for pos in rnd.multi:
         job = inst.queue[pos]
@@ -228,6 +239,11 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None) -> P
                 cum = np.cumsum(cnt[tau][order])
                 reach = cum[np.r_[first[1:], len(order)] - 1]  # GPUs no slower than each value
                 keep = (reach >= k) & (w * vals * pen <= cap)
+                if pattern_rc is not None:
+                    fixed = pattern_rc.get((pos, t, g))
+                    if fixed is None:
+                        continue
+                    keep &= np.isin(vals, fixed[0][fixed[1] <= rc_cut])
                 vals = vals[keep]
                 if not len(vals):
                     continue
@@ -241,7 +257,7 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None) -> P
                     if lv < len(vals):
                         usable.setdefault((pos, int(tt)), []).append(bvars[lv])
                 pats.append((t, g, vals, bvars))
-                covers.append((pos, k, tau, bvars[0]))
+                covers.append((pos, k, tau, bvars, level))
                 n_patterns += len(vals)
         patterns[pos] = pats
         sp.row([p[3][0] for p in pats], [1] * len(pats), 1, 1)
@@ -252,9 +268,13 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None) -> P
     for pos in rnd.multi:
         idx = [x[(pos, tau)] for tau in range(n_types) if (pos, tau) in x]
         sp.row(idx, [1] * len(idx), inst.queue[pos].num_gpus, inst.queue[pos].num_gpus)
-    for pos, k, tau, b0 in covers:
-        idx = [x[(pos, int(tt))] for tt in tau if (pos, int(tt)) in x]
-        sp.row([*idx, b0], [1] * len(idx) + [-k], 0, np.inf)
+    for pos, k, tau, bvars, level in covers:
+        # In G with threshold at most v_l: all k GPUs are in G and no slower than v_l.
+        for last in range(len(bvars)):
+            idx = [x[(pos, int(tt))] for tt, lv in zip(tau, level)
+                   if lv <= last and (pos, int(tt)) in x]
+            nxt = [bvars[last + 1]] if last + 1 < len(bvars) else []
+            sp.row([*idx, bvars[0], *nxt], [1] * len(idx) + [-k] + [k] * len(nxt), 0, np.inf)
 
     z: dict[tuple[int, int], int] = {}
     commodities = list(rnd.single_groups().values())
@@ -264,8 +284,13 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None) -> P
         cap = float(np.partition(cost_g, len(positions) - 1)[len(positions) - 1]) + slack
         per_type = np.full(n_types, np.inf)
         np.minimum.at(per_type, gpu_type[free_idx], cost_g)
+        allowed = per_type <= cap
+        if pattern_rc is not None and fixing is not None:
+            rc_type = np.full(n_types, np.inf)
+            np.minimum.at(rc_type, gpu_type[free_idx], fixing.single_rc[m])
+            allowed &= rc_type <= rc_cut
         idx = []
-        for tau in np.flatnonzero(per_type <= cap):
+        for tau in np.flatnonzero(allowed):
             z[(m, int(tau))] = v = sp.var(min(int(cnt[tau]), len(positions)),
                                           int(np.floor(per_type[tau] * scale)))
             idx.append(v)
@@ -278,3 +303,99 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None) -> P
             sp.row(idx, [1] * len(idx), -np.inf, int(cnt[tau]))
     return PlacementModel(sp, scale, type_gpus, x, z, patterns, commodities, gpu_type, dgroups,
                           n_patterns)
+
+
+@dataclass
+class MasterModel:
+    """The restricted master: each multi-GPU job picks one generated column (a GPU set), the
+    1-GPU commodities pick GPU types; capacity per type (GPUs of a type are interchangeable)."""
+
+    sparse: SparseModel
+    lam: dict[int, list[tuple[int, np.ndarray]]]  # pos -> (var, GPU set) per column
+    z: dict[tuple[int, int], int]
+    commodities: list[list[int]]
+    type_gpus: list[np.ndarray]
+    gpu_type: np.ndarray
+
+    def start(self, chosen: dict[int, np.ndarray]) -> np.ndarray | None:
+        """Solution vector of a placement whose GPU sets are columns (else ``None``)."""
+        sol = np.zeros(self.sparse.n_vars, dtype=np.int64)
+        for pos, cols in self.lam.items():
+            key = tuple(np.sort(self.gpu_type[chosen[pos]]))
+            hit = [v for v, gpus in cols if tuple(np.sort(self.gpu_type[gpus])) == key]
+            if not hit:
+                return None
+            sol[hit[0]] = 1
+        for m, positions in enumerate(self.commodities):
+            taus = self.gpu_type[np.concatenate([chosen[p] for p in positions])]
+            for tau, n in zip(*np.unique(taus, return_counts=True)):
+                if (m, int(tau)) not in self.z:
+                    return None
+                sol[self.z[(m, int(tau))]] = n
+        return sol
+
+    def decode(self, solution: np.ndarray) -> dict[int, np.ndarray]:
+        """Queue position -> GPU indices (GPUs of a type handed out in turn)."""
+        pools = [list(g) for g in self.type_gpus]
+        sol = np.rint(solution).astype(np.int64)
+        chosen: dict[int, np.ndarray] = {}
+        for pos, cols in self.lam.items():
+            var, gpus = next((v, g) for v, g in cols if sol[v] > 0)
+            chosen[pos] = np.sort([pools[t].pop() for t in self.gpu_type[gpus]])
+        for (m, tau), var in self.z.items():
+            for _ in range(sol[var]):
+                pos = next(p for p in self.commodities[m] if p not in chosen)
+                chosen[pos] = np.array([pools[tau].pop()], dtype=np.int64)
+        return chosen
+
+
+def build_master(rnd: Round, columns: dict[int, list[tuple[np.ndarray, float]]],
+                 scale: float) -> MasterModel:
+    """The restricted master over generated ``columns`` (see :class:`MasterModel`).
+
+    Parameters
+    ----------
+    rnd : Round
+    columns : dict
+        Queue position -> (GPU set, cost) columns, for every multi-GPU open job.
+    scale : float
+        Costs are scaled and rounded down, as in :func:`build_model`.
+    """
+    gpu_type, type_gpus = _types(rnd)
+    cnt = np.array([len(g) for g in type_gpus], dtype=np.int64)
+    sp = SparseModel()
+    use: dict[int, tuple[list[int], list[int]]] = {}
+    lam: dict[int, list[tuple[int, np.ndarray]]] = {}
+    for pos, cols in columns.items():
+        seen: set[tuple[int, ...]] = set()
+        lam[pos] = []
+        for gpus, cost in cols:
+            key = tuple(np.sort(gpu_type[gpus]))
+            if key in seen:
+                continue
+            seen.add(key)
+            v = sp.var(1, int(np.floor(cost * scale)))
+            lam[pos].append((v, gpus))
+            for tau, n in zip(*np.unique(gpu_type[gpus], return_counts=True)):
+                idx, coef = use.setdefault(int(tau), ([], []))
+                idx.append(v)
+                coef.append(int(n))
+        sp.row([v for v, _ in lam[pos]], [1] * len(lam[pos]), 1, 1)
+    counts, _, single_cost = single_gpu_costs(rnd)
+    free_idx = np.flatnonzero(rnd.free)
+    z: dict[tuple[int, int], int] = {}
+    commodities = list(rnd.single_groups().values())
+    for m, n_m in enumerate(counts):
+        per_type = np.full(len(type_gpus), np.inf)
+        np.minimum.at(per_type, gpu_type[free_idx], single_cost[m])
+        idx = []
+        for tau in range(len(type_gpus)):
+            z[(m, tau)] = v = sp.var(min(int(cnt[tau]), n_m), int(np.floor(per_type[tau] * scale)))
+            idx.append(v)
+            ui, uc = use.setdefault(tau, ([], []))
+            ui.append(v)
+            uc.append(1)
+        sp.row(idx, [1] * len(idx), n_m, n_m)
+    for tau, (idx, coef) in use.items():
+        sp.row(idx, coef, -np.inf, int(cnt[tau]))
+    return MasterModel(sp, lam, z, commodities, type_gpus, gpu_type)
