@@ -30,10 +30,10 @@ import numpy as np
 
 from palopt.instance import Instance
 from palopt.solvers.bounds import single_gpu_costs
-from palopt.solvers.greedy import _Greedy, dense_groups
+from palopt.solvers.greedy import _Greedy, dense_groups, greedy_assignment
 from palopt.solvers.round import Round
 
-__all__ = ["ColumnGeneration", "column_generation", "round_columns"]
+__all__ = ["ColumnGeneration", "column_generation", "round_columns", "dive"]
 
 
 @dataclass
@@ -195,8 +195,10 @@ def _price_all(pricer: _Pricer, inst: Instance, multi: list[int], cls: np.ndarra
 
 
 def column_generation(rnd: Round, start: dict[int, np.ndarray], time_limit: float,
-                      max_iterations: int = 500,
-                      tolerance: float = 1e-7, smoothing: float = 0.5) -> ColumnGeneration:
+                      max_iterations: int = 500, tolerance: float = 1e-7,
+                      smoothing: float = 0.5,
+                      seed_columns: dict[int, list[tuple[np.ndarray, float]]] | None = None
+                      ) -> ColumnGeneration:
     """Solve the configuration LP of ``rnd``'s open jobs by column generation (HiGHS).
 
     Parameters
@@ -211,6 +213,8 @@ def column_generation(rnd: Round, start: dict[int, np.ndarray], time_limit: floa
         Reduced cost below ``-tolerance`` counts as improving.
     smoothing : float
         Weight of the best prices so far in the pricing prices (0 turns smoothing off).
+    seed_columns : dict, optional
+        More first columns (queue position -> (GPUs, cost)); those on GPUs not free are skipped.
 
     Returns
     -------
@@ -254,6 +258,11 @@ def column_generation(rnd: Round, start: dict[int, np.ndarray], time_limit: floa
 
     for j, pos in enumerate(multi):
         add_column(j, np.array([pos_of[int(g)] for g in start[pos]]))
+        known = {tuple(columns[pos][0][0])}
+        for gpus, _ in (seed_columns or {}).get(pos, []):
+            if rnd.free[gpus].all() and tuple(gpus) not in known:
+                known.add(tuple(gpus))
+                add_column(j, np.array([pos_of[int(g)] for g in gpus]))
     pricer = _Pricer(rnd)
     bound, lp_value, converged, it = -np.inf, 0.0, False, 0
     p_best: np.ndarray | None = None
@@ -316,3 +325,39 @@ def round_columns(rnd: Round, cg: ColumnGeneration) -> dict[int, np.ndarray]:
     rest = [p for p in rnd.open_positions if p not in taken]
     big_first = sorted(rest, key=lambda p: -rnd.instance.queue[p].num_gpus)
     return {**taken, **_Greedy(rnd).place_split(big_first, free)[1]}
+
+
+def dive(rnd: Round, cg: ColumnGeneration, time_limit: float, steps: int = 20
+         ) -> dict[int, np.ndarray]:
+    """A placement by diving on the LP: fix the columns the LP nearly chose (weight at least
+    0.5, or else the heaviest one), re-solve the configuration LP of the jobs left (a few
+    iterations, warm with the known columns), repeat; then :func:`round_columns`.
+
+    Returns
+    -------
+    dict
+        Queue position -> GPU indices, for every open position of ``rnd``.
+    """
+    started = time.perf_counter()
+    fixed: dict[int, np.ndarray] = {}
+    cur, cur_cg = rnd, cg
+    while cur.multi and time.perf_counter() - started < time_limit:
+        items = sorted(((float(w), pos, i) for pos, ws in cur_cg.weights.items()
+                        for i, w in enumerate(ws)), key=lambda e: (-e[0], e[1], e[2]))
+        free = cur.free.copy()
+        picks: dict[int, np.ndarray] = {}
+        for w, pos, i in items:
+            gpus = cur_cg.columns[pos][i][0]
+            if (w >= 0.5 or not picks) and pos not in picks and free[gpus].all():
+                picks[pos] = gpus
+                free[gpus] = False
+        fixed.update(picks)
+        free.setflags(write=False)
+        cur = Round(cur.instance, cur.positions, {**cur.fixed, **picks},
+                    tuple(p for p in cur.open_positions if p not in picks), free)
+        if not cur.multi:
+            break
+        left = time_limit - (time.perf_counter() - started)
+        cur_cg = column_generation(cur, greedy_assignment(cur), max(left, 0.0),
+                                   max_iterations=steps, seed_columns=cur_cg.columns)
+    return {**fixed, **round_columns(cur, cur_cg)}

@@ -3,14 +3,15 @@
 1. Select the round's jobs (:func:`palopt.solvers.round.make_round`, ``mode`` prefix or choose).
 2. Place them with the cost-aware greedy: the first upper bound, warm start and fallback.
 3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
-   configuration-LP bound and a pool of good GPU sets; the back end solves the restricted master
-   over that pool for a better placement. If its cost meets the bound, it is optimal.
+   configuration-LP bound and a pool of good GPU sets; placements are read off the LP (rounding,
+   then diving), and the back end solves the restricted master over the pool, started from the
+   best so far. If the best cost meets the bound, it is optimal.
 4. Otherwise, after a converged column generation with time left (and always with
    ``formulation="compact"``), the back end solves the exact pattern model of
    :mod:`palopt.solvers.exact.model`, shrunk by the upper bound and by reduced-cost fixing,
-   started from the best placement so far. Time: column generation up to 45% of the limit, the
-   master half of the rest (all of it if the column generation did not converge), the model
-   what remains.
+   started from the best placement so far. Time: column generation up to 45% of the limit,
+   diving 40% of the rest, the master half of what is left then (all of it if the column
+   generation did not converge), the model what remains.
 5. The back end's answer is checked (every row satisfied, the placement feasible). The status is
    ``optimal`` only when proven (the back end proved the exact model, or the placement's cost
    meets the configuration-LP bound), both within the relative tolerance ``gap`` (default
@@ -186,13 +187,18 @@ class ExactSolver:
         source = "greedy"
         cg = None
         if self.formulation == "columns" and importlib.util.find_spec("highspy") is not None:
-            from palopt.solvers.exact.colgen import column_generation
+            from palopt.solvers.exact.colgen import column_generation, dive, round_columns
 
             cg = column_generation(rnd, best, 0.45 * left())
             bound = max(bound, cg.bound)
             settings.update(cg_iterations=cg.iterations, cg_converged=cg.converged,
                             cg_columns=sum(len(c) for c in cg.columns.values()))
             if rnd.multi:
+                for name, heuristic in (("rounding", lambda: round_columns(rnd, cg)),
+                                        ("dive", lambda: dive(rnd, cg, 0.4 * left()))):
+                    chosen = heuristic()
+                    if round_cost(instance, chosen) < ub:
+                        best, ub, source = chosen, round_cost(instance, chosen), name
                 master = build_master(rnd, cg.columns, self.scale)
                 start = master.start(best) if self.warm_start else None
                 share = 0.5 if cg.converged else 1.0
