@@ -123,8 +123,8 @@ class _Greedy:
         if x is None:
             return None
         chosen = {}
-        for row, members in zip(x, groups.values()):
-            for p, g in zip(members, gpus[row]):
+        for row, members in zip(x, groups.values(), strict=True):
+            for p, g in zip(members, gpus[row], strict=True):
                 chosen[p] = np.array([g], dtype=np.int64)
         return value, chosen
 

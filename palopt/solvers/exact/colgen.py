@@ -33,7 +33,8 @@ from palopt.solvers.bounds import single_gpu_costs
 from palopt.solvers.greedy import _Greedy, dense_groups, greedy_assignment
 from palopt.solvers.round import Round
 
-__all__ = ["ColumnGeneration", "column_generation", "round_columns", "dive"]
+__all__ = ["ColumnGeneration", "column_generation", "round_columns", "dive",
+           "lagrangian_bound"]
 
 
 @dataclass
@@ -117,7 +118,7 @@ class _Pricer:
                 order = np.lexsort((sf, self.groups[t]))
                 g = self.groups[t][order]
                 cuts = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
-                for a, b in zip(cuts[:-1], cuts[1:]):
+                for a, b in zip(cuts[:-1], cuts[1:], strict=True):
                     if b - a >= k:
                         members = order[a:b]
                         out.append((float(sf[members[k - 1]] * pen[t]), t, int(g[a]), members))
@@ -279,7 +280,7 @@ def column_generation(rnd: Round, start: dict[int, np.ndarray], time_limit: floa
             p_sep = p if alpha == 0.0 or p_best is None else alpha * p_best + (1 - alpha) * p
             value, new = _price_all(pricer, inst, multi, cls, p_sep, p, mu, tolerance)
             singles = sum(float(np.partition(row, n - 1)[:n].sum())
-                          for row, n in zip(single_cost + p_sep[None, :], counts))
+                          for row, n in zip(single_cost + p_sep[None, :], counts, strict=True))
             lagr = value + singles - float(p_sep.sum())
             if lagr > bound:
                 bound, p_best = lagr, p_sep
@@ -361,3 +362,67 @@ def dive(rnd: Round, cg: ColumnGeneration, time_limit: float, steps: int = 20
         cur_cg = column_generation(cur, greedy_assignment(cur), max(left, 0.0),
                                    max_iterations=steps, seed_columns=cur_cg.columns)
     return {**fixed, **round_columns(cur, cur_cg)}
+
+
+def lagrangian_bound(rnd: Round, upper: float, time_limit: float = 10.0, iterations: int = 200
+                     ) -> float:
+    """A lower bound for large rounds: the Lagrangian bound above, prices by subgradient steps.
+
+    With all prices zero it is the cheap bound of :mod:`palopt.solvers.bounds` (each multi-GPU
+    job alone, the 1-GPU commodities alone); prices on contended GPUs raise it. No LP is solved,
+    so it scales to thousands of GPUs.
+
+    Parameters
+    ----------
+    rnd : Round
+    upper : float
+        The cost of a known placement (sets the step length, Polyak's rule).
+    time_limit : float
+        Seconds.
+    iterations : int
+        Subgradient steps at most.
+
+    Returns
+    -------
+    float
+        The best bound over the prices tried.
+    """
+    started = time.perf_counter()
+    inst = rnd.instance
+    multi = list(rnd.multi)
+    counts, free, single_cost = single_gpu_costs(rnd)
+    pricer = _Pricer(rnd)
+    cls = inst.job_class_indices()
+    keys: dict[tuple[int, int, float], int] = {}
+    for pos in multi:
+        job = inst.queue[pos]
+        key = (int(cls[pos]), job.num_gpus, float(job.weight))
+        keys[key] = keys.get(key, 0) + 1
+    p = np.zeros(len(free))
+    best = -np.inf
+    theta, stall = 1.0, 0
+    for _ in range(iterations):
+        use = np.zeros(len(free))
+        value = -float(p.sum())
+        for key, n_jobs in keys.items():
+            least, sets, _ = pricer.price(key[0], key[1], key[2], 0.0, p)
+            value += n_jobs * least
+            chosen = min(sets, key=lambda e: e[0])[1]
+            use[chosen] += n_jobs
+        for row, n in zip(single_cost + p[None, :], counts, strict=True):
+            pick = np.argpartition(row, n - 1)[:n]
+            value += float(row[pick].sum())
+            use[pick] += 1
+        if value > best + 1e-12:
+            best, stall = value, 0
+        else:
+            stall += 1
+            if stall >= 3:
+                theta, stall = theta / 2, 0
+        grad = use - 1.0
+        grad[(p <= 0) & (grad < 0)] = 0.0
+        norm = float(grad @ grad)
+        if norm == 0 or time.perf_counter() - started > time_limit:
+            break
+        p = np.maximum(0.0, p + theta * (upper - value) / norm * grad)
+    return best

@@ -40,13 +40,13 @@ class CpSatSolver(ExactSolver):
         from ortools.sat.python import cp_model
 
         m = cp_model.CpModel()
-        xs = [m.new_int_var(lo, hi, "") for lo, hi in zip(sp.lower, sp.upper)]
+        xs = [m.new_int_var(lo, hi, "") for lo, hi in zip(sp.lower, sp.upper, strict=True)]
         for idx, coef, lo, hi in sp.rows:
             expr = cp_model.LinearExpr.weighted_sum([xs[i] for i in idx], coef)
             m.add_linear_constraint(expr, int(max(lo, -(2**62))), int(min(hi, 2**62)))
         m.minimize(cp_model.LinearExpr.weighted_sum(xs, sp.objective))
         if start is not None:
-            for var, value in zip(xs, start):
+            for var, value in zip(xs, start, strict=True):
                 m.add_hint(var, int(value))
         solver = cp_model.CpSolver()
         solver.parameters.max_time_in_seconds = time_limit

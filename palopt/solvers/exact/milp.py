@@ -75,11 +75,11 @@ class MilpSolver(ExactSolver):
 
         prob = pulp.LpProblem("placement", pulp.LpMinimize)
         xs = [pulp.LpVariable(f"v{i}", lo, hi, cat=pulp.LpInteger)
-              for i, (lo, hi) in enumerate(zip(sp.lower, sp.upper))]
+              for i, (lo, hi) in enumerate(zip(sp.lower, sp.upper, strict=True))]
         prob += pulp.LpAffineExpression(
             [(xs[i], c) for i, c in enumerate(sp.objective) if c])
         for r, (idx, coef, lo, hi) in enumerate(sp.rows):
-            expr = pulp.LpAffineExpression([(xs[i], c) for i, c in zip(idx, coef)])
+            expr = pulp.LpAffineExpression([(xs[i], c) for i, c in zip(idx, coef, strict=True)])
             if lo == hi:
                 prob += pulp.LpConstraint(expr, pulp.LpConstraintEQ, f"r{r}", lo)
                 continue
@@ -88,7 +88,7 @@ class MilpSolver(ExactSolver):
             if hi < np.inf:
                 prob += pulp.LpConstraint(expr, pulp.LpConstraintLE, f"u{r}", hi)
         if start is not None:
-            for var, value in zip(xs, start):
+            for var, value in zip(xs, start, strict=True):
                 var.setInitialValue(int(value))
         solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, threads=self.workers,
                                    gapRel=self.gap, warmStart=start is not None,

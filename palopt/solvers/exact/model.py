@@ -110,14 +110,14 @@ class PlacementModel:
             if best is None:
                 return None
             sol[best[1]] = 1
-            for tau, n in zip(*np.unique(self.gpu_type[gpus], return_counts=True)):
+            for tau, n in zip(*np.unique(self.gpu_type[gpus], return_counts=True), strict=True):
                 key = (pos, int(tau))
                 if key not in self.x:
                     return None
                 sol[self.x[key]] = n
         for m, positions in enumerate(self.commodities):
             taus = self.gpu_type[np.concatenate([chosen[p] for p in positions])]
-            for tau, n in zip(*np.unique(taus, return_counts=True)):
+            for tau, n in zip(*np.unique(taus, return_counts=True), strict=True):
                 key = (m, int(tau))
                 if key not in self.z:
                     return None
@@ -204,7 +204,7 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
         alone[pos] = job.weight * greedy.best(rnd.free, int(greedy.cls[pos]), job.num_gpus)[0]
     counts, _, single_cost = single_gpu_costs(rnd)
     single_alone = [float(np.partition(row, n - 1)[:n].sum()) for row, n in
-                    zip(single_cost, counts)]
+                    zip(single_cost, counts, strict=True)]
     lb_total = sum(alone.values()) + sum(single_alone)
     slack = np.inf if upper_bound is None else upper_bound - lb_total + 1e-9 * abs(upper_bound)
     pattern_rc = None
@@ -250,10 +250,10 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
                 costs = np.floor(w * vals * pen * scale).astype(np.int64)
                 incr = np.diff(np.r_[0, costs])
                 bvars = [sp.var(1, int(d)) for d in incr]
-                for a, b in zip(bvars[1:], bvars[:-1]):
+                for a, b in zip(bvars[1:], bvars[:-1], strict=True):
                     sp.row([a, b], [1, -1], -np.inf, 0)
                 level = np.searchsorted(vals, sf_t[tau], side="left")
-                for tt, lv in zip(tau, level):
+                for tt, lv in zip(tau, level, strict=True):
                     if lv < len(vals):
                         usable.setdefault((pos, int(tt)), []).append(bvars[lv])
                 pats.append((t, g, vals, bvars))
@@ -271,7 +271,7 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
     for pos, k, tau, bvars, level in covers:
         # In G with threshold at most v_l: all k GPUs are in G and no slower than v_l.
         for last in range(len(bvars)):
-            idx = [x[(pos, int(tt))] for tt, lv in zip(tau, level)
+            idx = [x[(pos, int(tt))] for tt, lv in zip(tau, level, strict=True)
                    if lv <= last and (pos, int(tt)) in x]
             nxt = [bvars[last + 1]] if last + 1 < len(bvars) else []
             sp.row([*idx, bvars[0], *nxt], [1] * len(idx) + [-k] + [k] * len(nxt), 0, np.inf)
@@ -328,7 +328,7 @@ class MasterModel:
             sol[hit[0]] = 1
         for m, positions in enumerate(self.commodities):
             taus = self.gpu_type[np.concatenate([chosen[p] for p in positions])]
-            for tau, n in zip(*np.unique(taus, return_counts=True)):
+            for tau, n in zip(*np.unique(taus, return_counts=True), strict=True):
                 if (m, int(tau)) not in self.z:
                     return None
                 sol[self.z[(m, int(tau))]] = n
@@ -376,7 +376,7 @@ def build_master(rnd: Round, columns: dict[int, list[tuple[np.ndarray, float]]],
             seen.add(key)
             v = sp.var(1, int(np.floor(cost * scale)))
             lam[pos].append((v, gpus))
-            for tau, n in zip(*np.unique(gpu_type[gpus], return_counts=True)):
+            for tau, n in zip(*np.unique(gpu_type[gpus], return_counts=True), strict=True):
                 idx, coef = use.setdefault(int(tau), ([], []))
                 idx.append(v)
                 coef.append(int(n))
