@@ -74,7 +74,11 @@ class MilpSolver(ExactSolver):
         import pulp
 
         prob = pulp.LpProblem("placement", pulp.LpMinimize)
-        xs = [pulp.LpVariable(f"v{i}", lo, hi, cat=pulp.LpInteger)
+        make = getattr(prob, "add_variable", None)  # PuLP >= 3.3; older: the constructor
+        if make is None:
+            def make(name: str, lo: int, hi: int, cat: str) -> Any:
+                return pulp.LpVariable(name, lo, hi, cat=cat)
+        xs = [make(f"v{i}", lo, hi, cat=pulp.LpInteger)
               for i, (lo, hi) in enumerate(zip(sp.lower, sp.upper, strict=True))]
         prob += pulp.LpAffineExpression(
             [(xs[i], c) for i, c in enumerate(sp.objective) if c])
