@@ -80,6 +80,7 @@ def plot_gaps(path: Path, summary: list[dict[str, object]]) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    sizes_all = sorted({int(d["n_gpus"]) for d in summary})
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     loads = sorted({float(d["load"]) for d in summary})
     for ax, load in zip(axes, loads[-2:] if len(loads) > 1 else loads * 2, strict=True):
@@ -91,6 +92,7 @@ def plot_gaps(path: Path, summary: list[dict[str, object]]) -> None:
             sizes = sorted(by_size)
             ax.plot(sizes, [np.median(by_size[s]) for s in sizes], marker="o", label=solver)
         ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes_all, [str(s) for s in sizes_all])
         ax.set_xlabel("cluster size (GPUs)")
         ax.set_title(f"load {round(100 * load)}%")
         ax.grid(True, alpha=0.3)

@@ -8,12 +8,38 @@ Without ``highspy`` each commodity takes its cheapest GPUs alone: a lower bound,
 from __future__ import annotations
 
 import importlib.util
+import os
+import sys
+from typing import Any
 
 import numpy as np
 
-__all__ = ["transport", "HAVE_HIGHS"]
+__all__ = ["transport", "HAVE_HIGHS", "new_highs"]
 
 HAVE_HIGHS = importlib.util.find_spec("highspy") is not None
+
+
+def new_highs() -> Any:
+    """A silent ``highspy.Highs`` (single thread, no log).
+
+    HiGHS prints a banner on the process's standard output when the first instance is made,
+    which would corrupt a caller's output (``palopt solve --format json``); the file descriptor
+    is pointed at the null device for that moment.
+    """
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w", encoding="utf-8") as null:
+            os.dup2(null.fileno(), 1)
+            h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    return h
 
 
 def transport(counts: list[int], cost: np.ndarray, assign: bool = True
@@ -56,9 +82,7 @@ def transport(counts: list[int], cost: np.ndarray, assign: bool = True
         return value, None
     import highspy
 
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 1)
+    h = new_highs()
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = m * n, m + n
     lp.col_cost_ = cost.ravel().astype(np.float64)

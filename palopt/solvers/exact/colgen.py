@@ -30,11 +30,11 @@ import numpy as np
 
 from palopt.instance import Instance
 from palopt.solvers.bounds import single_gpu_costs
-from palopt.solvers.greedy import _Greedy, dense_groups, greedy_assignment
+from palopt.solvers.greedy import _Greedy, dense_groups
 from palopt.solvers.round import Round
+from palopt.solvers.transport import new_highs
 
-__all__ = ["ColumnGeneration", "column_generation", "round_columns", "dive",
-           "lagrangian_bound"]
+__all__ = ["ColumnGeneration", "column_generation", "round_columns", "lagrangian_bound"]
 
 
 @dataclass
@@ -230,9 +230,7 @@ def column_generation(rnd: Round, start: dict[int, np.ndarray], time_limit: floa
     pos_of = {int(g): i for i, g in enumerate(free)}
     n_free, n_jobs, n_comm = len(free), len(multi), len(counts)
     cap_row = n_jobs + n_comm  # capacity rows start here
-    h = highspy.Highs()
-    h.setOptionValue("output_flag", False)
-    h.setOptionValue("threads", 1)
+    h = new_highs()
     h.setOptionValue("simplex_strategy", 4)  # primal simplex: added columns keep feasibility
     inf = highspy.kHighsInf
     row_lo = np.r_[np.ones(n_jobs), np.asarray(counts, dtype=np.float64), np.full(n_free, -inf)]
@@ -326,42 +324,6 @@ def round_columns(rnd: Round, cg: ColumnGeneration) -> dict[int, np.ndarray]:
     rest = [p for p in rnd.open_positions if p not in taken]
     big_first = sorted(rest, key=lambda p: -rnd.instance.queue[p].num_gpus)
     return {**taken, **_Greedy(rnd).place_split(big_first, free)[1]}
-
-
-def dive(rnd: Round, cg: ColumnGeneration, time_limit: float, steps: int = 20
-         ) -> dict[int, np.ndarray]:
-    """A placement by diving on the LP: fix the columns the LP nearly chose (weight at least
-    0.5, or else the heaviest one), re-solve the configuration LP of the jobs left (a few
-    iterations, warm with the known columns), repeat; then :func:`round_columns`.
-
-    Returns
-    -------
-    dict
-        Queue position -> GPU indices, for every open position of ``rnd``.
-    """
-    started = time.perf_counter()
-    fixed: dict[int, np.ndarray] = {}
-    cur, cur_cg = rnd, cg
-    while cur.multi and time.perf_counter() - started < time_limit:
-        items = sorted(((float(w), pos, i) for pos, ws in cur_cg.weights.items()
-                        for i, w in enumerate(ws)), key=lambda e: (-e[0], e[1], e[2]))
-        free = cur.free.copy()
-        picks: dict[int, np.ndarray] = {}
-        for w, pos, i in items:
-            gpus = cur_cg.columns[pos][i][0]
-            if (w >= 0.5 or not picks) and pos not in picks and free[gpus].all():
-                picks[pos] = gpus
-                free[gpus] = False
-        fixed.update(picks)
-        free.setflags(write=False)
-        cur = Round(cur.instance, cur.positions, {**cur.fixed, **picks},
-                    tuple(p for p in cur.open_positions if p not in picks), free)
-        if not cur.multi:
-            break
-        left = time_limit - (time.perf_counter() - started)
-        cur_cg = column_generation(cur, greedy_assignment(cur), max(left, 0.0),
-                                   max_iterations=steps, seed_columns=cur_cg.columns)
-    return {**fixed, **round_columns(cur, cur_cg)}
 
 
 def lagrangian_bound(rnd: Round, upper: float, time_limit: float = 10.0, iterations: int = 200

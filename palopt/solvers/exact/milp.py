@@ -21,6 +21,7 @@ from palopt.result import Status
 from palopt.solvers.base import register
 from palopt.solvers.exact.model import SparseModel
 from palopt.solvers.exact.runner import BackendAnswer, ExactSolver
+from palopt.solvers.transport import new_highs
 
 __all__ = ["MilpSolver", "BACKENDS"]
 
@@ -111,8 +112,7 @@ class MilpSolver(ExactSolver):
         import highspy
 
         n = sp.n_vars
-        h = highspy.Highs()
-        h.setOptionValue("output_flag", False)
+        h = new_highs()
         h.setOptionValue("time_limit", float(time_limit))
         h.setOptionValue("threads", self.workers)
         h.setOptionValue("random_seed", seed)

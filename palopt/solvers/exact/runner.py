@@ -3,14 +3,15 @@
 1. Select the round's jobs (:func:`palopt.solvers.round.make_round`, ``mode`` prefix or choose).
 2. Place them with the cost-aware greedy: the first upper bound, warm start and fallback.
 3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
-   configuration-LP bound and a pool of good GPU sets; placements are read off the LP (rounding,
-   then diving), and the back end solves the restricted master over the pool, started from the
-   best so far. If the best cost meets the bound, it is optimal.
+   configuration-LP bound and a pool of good GPU sets; a placement is read off the LP (rounding),
+   the better of it and the greedy is improved by large-neighbourhood search
+   (:mod:`palopt.solvers.exact.search`), and the back end solves the restricted master over the
+   pool, started from the best so far. If the best cost meets the bound, it is optimal.
 4. Otherwise, after a converged column generation with time left (and always with
    ``formulation="compact"``), the back end solves the exact pattern model of
    :mod:`palopt.solvers.exact.model`, shrunk by the upper bound and by reduced-cost fixing,
    started from the best placement so far. Time: column generation up to 45% of the limit,
-   diving 40% of the rest, the master half of what is left then (all of it if the column
+   the search 40% of the rest, the master half of what is left then (all of it if the column
    generation did not converge), the model what remains.
 5. The back end's answer is checked (every row satisfied, the placement feasible). The status is
    ``optimal`` only when proven (the back end proved the exact model, or the placement's cost
@@ -38,6 +39,7 @@ from palopt.result import PlacementResult, Status
 from palopt.solvers.base import build_result
 from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.model import SparseModel, build_master, build_model
+from palopt.solvers.exact.search import improve
 from palopt.solvers.greedy import greedy_assignment, round_cost
 from palopt.solvers.round import MODES, Round, make_round
 
@@ -187,18 +189,20 @@ class ExactSolver:
         source = "greedy"
         cg = None
         if self.formulation == "columns" and importlib.util.find_spec("highspy") is not None:
-            from palopt.solvers.exact.colgen import column_generation, dive, round_columns
+            from palopt.solvers.exact.colgen import column_generation, round_columns
 
             cg = column_generation(rnd, best, 0.45 * left())
             bound = max(bound, cg.bound)
             settings.update(cg_iterations=cg.iterations, cg_converged=cg.converged,
                             cg_columns=sum(len(c) for c in cg.columns.values()))
             if rnd.multi:
-                for name, heuristic in (("rounding", lambda: round_columns(rnd, cg)),
-                                        ("dive", lambda: dive(rnd, cg, 0.4 * left()))):
-                    chosen = heuristic()
-                    if round_cost(instance, chosen) < ub:
-                        best, ub, source = chosen, round_cost(instance, chosen), name
+                chosen = round_columns(rnd, cg)
+                if round_cost(instance, chosen) < ub:
+                    best, ub, source = chosen, round_cost(instance, chosen), "rounding"
+                target = bound + self.gap * abs(bound)
+                chosen = improve(rnd, best, 0.4 * left(), seed, target) if ub > target else best
+                if round_cost(instance, chosen) < ub:
+                    best, ub, source = chosen, round_cost(instance, chosen), f"search+{source}"
                 master = build_master(rnd, cg.columns, self.scale)
                 start = master.start(best) if self.warm_start else None
                 share = 0.5 if cg.converged else 1.0
