@@ -11,8 +11,9 @@
    ``formulation="compact"``), the back end solves the exact pattern model of
    :mod:`palopt.solvers.exact.model`, shrunk by the upper bound and by reduced-cost fixing,
    started from the best placement so far. Time: column generation up to 45% of the limit,
-   the search 40% of the rest, the master half of what is left then (all of it if the column
-   generation did not converge), the model what remains.
+   the search 40% of the rest (80% if the column generation did not converge), the master half
+   of what is left then (all of it if the column generation did not converge), the model what
+   remains.
 5. The back end's answer is checked (every row satisfied, the placement feasible). The status is
    ``optimal`` only when proven (the back end proved the exact model, or the placement's cost
    meets the configuration-LP bound), both within the relative tolerance ``gap`` (default
@@ -200,7 +201,8 @@ class ExactSolver:
                 if round_cost(instance, chosen) < ub:
                     best, ub, source = chosen, round_cost(instance, chosen), "rounding"
                 target = bound + self.gap * abs(bound)
-                chosen = improve(rnd, best, 0.4 * left(), seed, target) if ub > target else best
+                budget = (0.4 if cg.converged else 0.8) * left()
+                chosen = improve(rnd, best, budget, seed, target) if ub > target else best
                 if round_cost(instance, chosen) < ub:
                     best, ub, source = chosen, round_cost(instance, chosen), f"search+{source}"
                 master = build_master(rnd, cg.columns, self.scale)
