@@ -114,7 +114,7 @@ def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) 
 @given(inst=tiny_instances())
 def test_no_heuristic_beats_the_proven_optimum(inst: Instance) -> None:
     exact = solve(inst, "cpsat")
-    assert exact.status == Status.OPTIMAL
+    assert exact.status == Status.OPTIMAL, exact.settings
     for name in HEURISTICS:
         r = solve(inst, name, seed=3)
         assert_feasible(inst, r.assignment())

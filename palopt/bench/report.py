@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -18,7 +19,7 @@ SUMMARY_FIELDS = ("family", "n_gpus", "gpus_per_server", "load", "profile", "sol
                   "share_optimal", "reference")
 
 
-def summarise(rows: list[Row]) -> list[dict[str, object]]:
+def summarise(rows: list[Row]) -> list[dict[str, Any]]:
     """Per (family, solver): gap (median, p95, max), time (median, p95), share proven optimal."""
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in rows:
@@ -42,7 +43,7 @@ def summarise(rows: list[Row]) -> list[dict[str, object]]:
     return out
 
 
-def format_table(summary: list[dict[str, object]]) -> str:
+def format_table(summary: list[dict[str, Any]]) -> str:
     """The summary as an aligned text table (gaps in %, times in s)."""
     head = (f"{'family':<24} {'solver':<18} {'n':>3} {'gap med':>8} {'gap p95':>8} "
             f"{'gap max':>8} {'t med':>7} {'t p95':>7} {'opt':>5}  ref")
@@ -56,7 +57,7 @@ def format_table(summary: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def write_csv(path: Path, records: list[dict[str, object]]) -> None:
+def write_csv(path: Path, records: list[dict[str, Any]]) -> None:
     """Write dict records (all with the same keys) as CSV."""
     if not records:
         path.write_text("", encoding="utf-8")
@@ -67,7 +68,7 @@ def write_csv(path: Path, records: list[dict[str, object]]) -> None:
         writer.writerows(records)
 
 
-def plot_gaps(path: Path, summary: list[dict[str, object]]) -> None:
+def plot_gaps(path: Path, summary: list[dict[str, Any]]) -> None:
     """PNG: median gap (%) against cluster size, one line per solver and load.
 
     Raises

@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from palopt.bench.families import Family, make_instance
 from palopt.cost import assert_feasible
@@ -70,7 +71,7 @@ class Row:
     reference_kind: str = ""
     gap: float = float("nan")
 
-    def as_dict(self) -> dict[str, object]:
+    def as_dict(self) -> dict[str, Any]:
         """The row as a plain dict (CSV)."""
         return asdict(self)
 

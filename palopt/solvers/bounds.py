@@ -61,5 +61,5 @@ def lower_bound(rnd: Round) -> float:
         job = inst.queue[pos]
         cost, _ = greedy.best(rnd.free, int(greedy.cls[pos]), job.num_gpus)
         total += job.weight * cost
-    counts, _, cost = single_gpu_costs(rnd)
-    return total + transport(counts, cost, assign=False)[0]
+    counts, _, single_cost = single_gpu_costs(rnd)
+    return total + transport(counts, single_cost, assign=False)[0]

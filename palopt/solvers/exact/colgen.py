@@ -181,7 +181,8 @@ def _price_all(pricer: _Pricer, inst: Instance, multi: list[int], cls: np.ndarra
     """Price every job at ``p_sep``: the sum of their least ``cost + p_sep(S)`` and the sets
     (the best of each tier) whose reduced cost at the LP duals ``(mu, p)`` is negative. Jobs of
     one class, size and weight share one pricing (their duals ``mu`` only shift it)."""
-    value, new = 0.0, []
+    value = 0.0
+    new: list[tuple[int, np.ndarray]] = []
     priced: dict[tuple[int, int, float], tuple[float, list[tuple[float, np.ndarray]]]] = {}
     for j, pos in enumerate(multi):
         job = inst.queue[pos]

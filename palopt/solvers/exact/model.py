@@ -226,17 +226,17 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
         pats = []
         for t in range(n_tiers):
             pen = float(inst.penalty[c, t])
-            for g, tau in members[t].items():
+            for g, gtypes in members[t].items():
                 if not split[t][g]:
                     continue
                 if t + 1 < n_tiers and parent_split[t][g] and \
                         inst.penalty[c, t + 1] <= pen:
                     continue
-                if cnt[tau].sum() < k:
+                if cnt[gtypes].sum() < k:
                     continue
-                order = np.argsort(sf_t[tau], kind="stable")
-                vals, first = np.unique(sf_t[tau][order], return_index=True)
-                cum = np.cumsum(cnt[tau][order])
+                order = np.argsort(sf_t[gtypes], kind="stable")
+                vals, first = np.unique(sf_t[gtypes][order], return_index=True)
+                cum = np.cumsum(cnt[gtypes][order])
                 reach = cum[np.r_[first[1:], len(order)] - 1]  # GPUs no slower than each value
                 keep = (reach >= k) & (w * vals * pen <= cap)
                 if pattern_rc is not None:
@@ -252,12 +252,12 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
                 bvars = [sp.var(1, int(d)) for d in incr]
                 for a, b in zip(bvars[1:], bvars[:-1], strict=True):
                     sp.row([a, b], [1, -1], -np.inf, 0)
-                level = np.searchsorted(vals, sf_t[tau], side="left")
-                for tt, lv in zip(tau, level, strict=True):
+                level = np.searchsorted(vals, sf_t[gtypes], side="left")
+                for tt, lv in zip(gtypes, level, strict=True):
                     if lv < len(vals):
                         usable.setdefault((pos, int(tt)), []).append(bvars[lv])
                 pats.append((t, g, vals, bvars))
-                covers.append((pos, k, tau, bvars, level))
+                covers.append((pos, k, gtypes, bvars, level))
                 n_patterns += len(vals)
         patterns[pos] = pats
         sp.row([p[3][0] for p in pats], [1] * len(pats), 1, 1)
@@ -268,10 +268,10 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
     for pos in rnd.multi:
         idx = [x[(pos, tau)] for tau in range(n_types) if (pos, tau) in x]
         sp.row(idx, [1] * len(idx), inst.queue[pos].num_gpus, inst.queue[pos].num_gpus)
-    for pos, k, tau, bvars, level in covers:
+    for pos, k, gtypes, bvars, level in covers:
         # In G with threshold at most v_l: all k GPUs are in G and no slower than v_l.
         for last in range(len(bvars)):
-            idx = [x[(pos, int(tt))] for tt, lv in zip(tau, level, strict=True)
+            idx = [x[(pos, int(tt))] for tt, lv in zip(gtypes, level, strict=True)
                    if lv <= last and (pos, int(tt)) in x]
             nxt = [bvars[last + 1]] if last + 1 < len(bvars) else []
             sp.row([*idx, bvars[0], *nxt], [1] * len(idx) + [-k] + [k] * len(nxt), 0, np.inf)
@@ -289,18 +289,18 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
             rc_type = np.full(n_types, np.inf)
             np.minimum.at(rc_type, gpu_type[free_idx], fixing.single_rc[m])
             allowed &= rc_type <= rc_cut
-        idx = []
-        for tau in np.flatnonzero(allowed):
-            z[(m, int(tau))] = v = sp.var(min(int(cnt[tau]), len(positions)),
-                                          int(np.floor(per_type[tau] * scale)))
-            idx.append(v)
-        sp.row(idx, [1] * len(idx), len(positions), len(positions))
+        zs = []
+        for ty in np.flatnonzero(allowed):
+            z[(m, int(ty))] = v = sp.var(min(int(cnt[ty]), len(positions)),
+                                         int(np.floor(per_type[ty] * scale)))
+            zs.append(v)
+        sp.row(zs, [1] * len(zs), len(positions), len(positions))
     by_type: dict[int, list[int]] = {}
-    for (_, tau), v in list(x.items()) + list(z.items()):
-        by_type.setdefault(tau, []).append(v)
-    for tau, idx in by_type.items():
-        if len(idx) > 1:
-            sp.row(idx, [1] * len(idx), -np.inf, int(cnt[tau]))
+    for (_, ty), v in list(x.items()) + list(z.items()):
+        by_type.setdefault(ty, []).append(v)
+    for ty, users in by_type.items():
+        if len(users) > 1:
+            sp.row(users, [1] * len(users), -np.inf, int(cnt[ty]))
     return PlacementModel(sp, scale, type_gpus, x, z, patterns, commodities, gpu_type, dgroups,
                           n_patterns)
 

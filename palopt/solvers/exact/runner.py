@@ -17,7 +17,7 @@
 5. The back end's answer is checked (every row satisfied, the placement feasible). The status is
    ``optimal`` only when proven (the back end proved the exact model, or the placement's cost
    meets the configuration-LP bound), both within the relative tolerance ``gap`` (default
-   ``1e-6``); ``feasible`` carries the best
+   ``1e-6``) and the scaling resolution (``jobs / scale``); ``feasible`` carries the best
    valid bound found (the back end's, the column generation's or the cheap bound of
    :mod:`palopt.solvers.bounds`); ``no solution`` and ``infeasible`` (the back end's word)
    return the greedy placement, as the settings say.
@@ -209,9 +209,9 @@ class ExactSolver:
                 start = master.start(best) if self.warm_start else None
                 share = 0.5 if cg.converged else 1.0
                 answer = self.run(master.sparse, start, share * left(), seed)
-                chosen = self._checked(rnd, master.sparse, answer, master.decode)
-                if chosen is not None and round_cost(instance, chosen) < ub:
-                    best, ub, source = chosen, round_cost(instance, chosen), "master"
+                solved = self._checked(rnd, master.sparse, answer, master.decode)
+                if solved is not None and round_cost(instance, solved) < ub:
+                    best, ub, source = solved, round_cost(instance, solved), "master"
             settings["best_from"] = source
             if ub - bound <= self.gap * abs(ub):
                 settings["proof"] = "configuration-LP bound"
@@ -225,19 +225,19 @@ class ExactSolver:
         settings.update(n_vars=model.sparse.n_vars, n_rows=len(model.sparse.rows),
                         n_patterns=model.n_patterns, n_gpu_types=len(model.type_gpus))
         answer = self.run(model.sparse, start, left(), seed)
-        chosen = self._checked(rnd, model.sparse, answer, model.decode)
+        decoded = self._checked(rnd, model.sparse, answer, model.decode)
         status = answer.status
-        if chosen is None and status in (Status.OPTIMAL, Status.FEASIBLE):
+        if decoded is None and status in (Status.OPTIMAL, Status.FEASIBLE):
             status = Status.NO_SOLUTION
-        if chosen is not None and round_cost(instance, chosen) <= ub:
-            best, source = chosen, "model"
-        elif status == Status.OPTIMAL:
-            status = Status.FEASIBLE  # cost rounding: the proof does not cover the better one
+        if decoded is not None and round_cost(instance, decoded) <= ub:
+            best, source = decoded, "model"
+        # A proof covers the incumbent too when it is cheaper than the model's optimum (the
+        # model sees costs rounded down, to within (jobs / scale) of the true costs).
         if status == Status.NO_SOLUTION and source != "greedy":
             status = Status.FEASIBLE
         if status in (Status.NO_SOLUTION, Status.INFEASIBLE):
             settings["fallback"] = "greedy placement returned: the back end found no solution"
-        if answer.bound is not None and status != Status.INFEASIBLE and chosen is not None:
+        if answer.bound is not None and status != Status.INFEASIBLE and decoded is not None:
             bound = max(bound, answer.bound / self.scale)
         settings["best_from"] = source
         return finish(best, status, bound)
