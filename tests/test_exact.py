@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
@@ -35,7 +35,7 @@ def brute_force(inst: Instance, mode: str = "prefix", keep_running: bool = False
     fixed = sum(job_cost(inst, inst.queue[p], g).cost * inst.queue[p].weight
                 for p, g in rnd.fixed.items())
 
-    @lru_cache(maxsize=None)
+    @cache
     def best(i: int, used: frozenset[int]) -> float:
         if i == len(jobs):
             return 0.0
