@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from palopt.solvers.greedy import _Greedy
+from palopt.solvers.greedy import GreedyPlacer
 from palopt.solvers.round import Round
 from palopt.solvers.transport import transport
 
@@ -54,7 +54,7 @@ def lower_bound(rnd: Round) -> float:
     >>> round(lower_bound(make_round(inst)), 6)
     2.1
     """
-    greedy = _Greedy(rnd)
+    greedy = GreedyPlacer(rnd)
     inst = rnd.instance
     total = 0.0
     for pos in rnd.multi:

@@ -27,7 +27,7 @@ from palopt.solvers.base import build_result, register
 from palopt.solvers.round import MODES, Round, make_round
 from palopt.solvers.transport import transport
 
-__all__ = ["GreedySolver", "greedy_assignment", "dense_groups", "round_cost"]
+__all__ = ["GreedySolver", "GreedyPlacer", "greedy_assignment", "dense_groups", "round_cost"]
 
 
 def dense_groups(instance: Instance) -> list[np.ndarray]:
@@ -48,8 +48,14 @@ def round_cost(instance: Instance, chosen: dict[int, np.ndarray]) -> float:
     return total
 
 
-class _Greedy:
-    """Precomputed data for greedy passes over one round."""
+class GreedyPlacer:
+    """The cost-aware greedy over one round: precomputed orders and groups, then passes.
+
+    Parameters
+    ----------
+    rnd : Round
+        The round whose open jobs are placed.
+    """
 
     def __init__(self, rnd: Round) -> None:
         inst = rnd.instance
@@ -163,7 +169,7 @@ def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
     >>> {p: g.tolist() for p, g in sorted(greedy_assignment(make_round(inst)).items())}
     {0: [0], 1: [2, 3]}
     """
-    g = _Greedy(rnd)
+    g = GreedyPlacer(rnd)
     q = rnd.instance.queue
     queue_order = list(rnd.open_positions)
     big_first = sorted(queue_order, key=lambda p: -q[p].num_gpus)

@@ -30,7 +30,7 @@ import numpy as np
 
 from palopt.instance import Instance
 from palopt.solvers.bounds import single_gpu_costs
-from palopt.solvers.greedy import _Greedy, dense_groups
+from palopt.solvers.greedy import GreedyPlacer, dense_groups
 from palopt.solvers.round import Round
 from palopt.solvers.transport import new_highs
 
@@ -324,7 +324,7 @@ def round_columns(rnd: Round, cg: ColumnGeneration) -> dict[int, np.ndarray]:
             free[gpus] = False
     rest = [p for p in rnd.open_positions if p not in taken]
     big_first = sorted(rest, key=lambda p: -rnd.instance.queue[p].num_gpus)
-    return {**taken, **_Greedy(rnd).place_split(big_first, free)[1]}
+    return {**taken, **GreedyPlacer(rnd).place_split(big_first, free)[1]}
 
 
 def lagrangian_bound(rnd: Round, upper: float, time_limit: float = 10.0, iterations: int = 200

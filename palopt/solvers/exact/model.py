@@ -35,7 +35,7 @@ import numpy as np
 
 from palopt.solvers.bounds import single_gpu_costs
 from palopt.solvers.exact.colgen import ColumnGeneration
-from palopt.solvers.greedy import _Greedy, dense_groups
+from palopt.solvers.greedy import GreedyPlacer, dense_groups
 from palopt.solvers.round import Round
 
 __all__ = ["SparseModel", "PlacementModel", "MasterModel", "build_model", "build_master"]
@@ -197,7 +197,7 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
                      for tau in members[t].values()} if t + 1 < n_tiers else {}
                     for t in range(n_tiers)]
 
-    greedy = _Greedy(rnd)
+    greedy = GreedyPlacer(rnd)
     alone: dict[int, float] = {}
     for pos in rnd.multi:
         job = inst.queue[pos]

@@ -12,7 +12,7 @@ import time
 
 import numpy as np
 
-from palopt.solvers.greedy import _Greedy, dense_groups, round_cost
+from palopt.solvers.greedy import GreedyPlacer, dense_groups, round_cost
 from palopt.solvers.round import Round
 
 __all__ = ["improve"]
@@ -46,7 +46,7 @@ def improve(rnd: Round, chosen: dict[int, np.ndarray], time_limit: float, seed: 
     if not rnd.multi:
         return chosen
     rng = np.random.default_rng(seed)
-    greedy = _Greedy(rnd)
+    greedy = GreedyPlacer(rnd)
     groups = dense_groups(inst)
     q = inst.queue
     multi = list(rnd.multi)
