@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "palopt.commands.solve",
     "palopt.commands.profile",
     "palopt.commands.topology",
+    "palopt.commands.bench",
 )
 
 

@@ -62,7 +62,12 @@ class SolverInfo:
 _REGISTRY: dict[str, SolverInfo] = {}
 
 # Modules that register solvers when imported; loaded on first registry access.
-_SOLVER_MODULES = ("palopt.solvers.heuristics",)
+_SOLVER_MODULES = (
+    "palopt.solvers.heuristics",
+    "palopt.solvers.greedy",
+    "palopt.solvers.exact.cpsat",
+    "palopt.solvers.exact.milp",
+)
 
 
 def register(name: str, factory: Callable[..., Solver], description: str,

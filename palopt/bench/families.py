@@ -1,0 +1,142 @@
+"""Instance families for the benchmark: cluster shape, load, job mix and slowdown profile.
+
+Slowdown profiles come from one function, :func:`sample_slowdowns`: ``longhorn`` resamples the
+per-GPU slowdowns of the artifact's 64-GPU cluster (real Longhorn-derived V100 profiles, four
+classes per GPU kept together), ``synthetic`` draws a lognormal spread with a few slow outliers.
+Job sizes and classes are resampled from the Sia-Philly traces (mostly 1 GPU, some 4 to 48).
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from palopt.errors import InputError
+from palopt.instance import Instance, Job, penalty_matrix
+from palopt.topology import build_cluster
+
+__all__ = ["Family", "PROFILES", "data_dir", "sample_slowdowns", "sample_jobs", "make_instance",
+           "CLASSES", "PENALTIES"]
+
+CLASSES = ("classA", "classB", "classC", "classD")
+PROFILES = ("longhorn", "synthetic")
+# Locality penalties: the artifact's 1.7 across servers of a rack, more across racks.
+PENALTIES = {"server": 1.0, "rack": 1.7, "cluster": 2.0}
+# Models of the Philly traces -> classes, as the artifact's simulator maps them.
+MODEL_CLASS = {"resnet50": "classA", "BERT": "classB", "GPT2": "classB", "DCGAN": "classB",
+               "vgg19": "classC", "PointNet": "classD"}
+
+
+def data_dir() -> Path:
+    """The shared data folder: ``$PALOPT_DATA`` or ``../shared/data`` beside the checkout."""
+    env = os.environ.get("PALOPT_DATA")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[3] / "shared" / "data"
+
+
+@dataclass(frozen=True)
+class Family:
+    """One benchmark family: a cluster shape, a load and a slowdown profile."""
+
+    n_gpus: int
+    gpus_per_server: int
+    load: float
+    profile: str
+
+    @property
+    def name(self) -> str:
+        """Short label, e.g. ``256g-4ps-100%-longhorn``."""
+        return f"{self.n_gpus}g-{self.gpus_per_server}ps-{round(100 * self.load)}%-{self.profile}"
+
+    @property
+    def shape(self) -> tuple[int, int, int]:
+        """(racks, servers per rack, GPUs per server): racks of 32 GPUs."""
+        servers = self.n_gpus // self.gpus_per_server
+        per_rack = max(1, min(servers, 32 // self.gpus_per_server))
+        return servers // per_rack, per_rack, self.gpus_per_server
+
+
+@lru_cache(maxsize=4)
+def _longhorn_rows(path: str) -> np.ndarray:
+    with open(path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    return np.array([[float(r[f"PerfVar_{c}"]) for c in CLASSES] for r in rows]).T
+
+
+@lru_cache(maxsize=4)
+def _philly_jobs(folder: str) -> tuple[np.ndarray, np.ndarray]:
+    sizes, classes = [], []
+    for path in sorted(Path(folder).glob("sia-philly-workload-*.csv")):
+        with open(path, newline="", encoding="utf-8") as fh:
+            for r in csv.DictReader(fh):
+                sizes.append(int(r["num_gpus"]))
+                classes.append(CLASSES.index(MODEL_CLASS[r["model"]]))
+    return np.array(sizes), np.array(classes)
+
+
+def sample_slowdowns(n_gpus: int, profile: str, rng: np.random.Generator) -> np.ndarray:
+    """Slowdowns ``(len(CLASSES), n_gpus)`` for a simulated cluster.
+
+    Parameters
+    ----------
+    n_gpus : int
+    profile : {"longhorn", "synthetic"}
+    rng : numpy.random.Generator
+
+    Raises
+    ------
+    InputError
+        For an unknown profile, or a missing data file.
+    """
+    if profile == "longhorn":
+        path = data_dir() / "pal-artifact" / "sim-64gpu-cluster.csv"
+        if not path.is_file():
+            raise InputError("profile", str(path), "Longhorn profile file not found")
+        rows = _longhorn_rows(str(path))
+        return rows[:, rng.integers(0, rows.shape[1], n_gpus)]
+    if profile == "synthetic":
+        base = rng.normal(0.0, 0.04, n_gpus)
+        sd = np.exp(base + rng.normal(0.0, 0.02, (len(CLASSES), n_gpus)))
+        slow = rng.random((len(CLASSES), n_gpus)) < 0.05
+        return np.where(slow, sd * rng.uniform(1.2, 2.0, sd.shape), sd)
+    raise InputError("profile", profile, f"must be one of {', '.join(PROFILES)}")
+
+
+def sample_jobs(n_gpus: int, load: float, rng: np.random.Generator) -> list[Job]:
+    """A queue whose admitted prefix fills about ``load`` of ``n_gpus``, Philly-like sizes.
+
+    Sizes larger than a quarter of the cluster (and than 48) are left out. At full load the queue
+    goes on past the first job that does not fit, so the prefix is a real cut.
+    """
+    sizes, classes = _philly_jobs(str(data_dir() / "pal-artifact" / "traces"))
+    ok = sizes <= max(1, min(48, n_gpus // 4))
+    sizes, classes = sizes[ok], classes[ok]
+    target = load * n_gpus
+    jobs: list[Job] = []
+    used, extra = 0, 0
+    while extra < 3:
+        i = int(rng.integers(len(sizes)))
+        if used + sizes[i] > target:
+            if load < 1:
+                break
+            extra += 1
+        used += int(sizes[i])
+        jobs.append(Job(f"j{len(jobs)}", int(sizes[i]), CLASSES[classes[i]]))
+    return jobs
+
+
+def make_instance(family: Family, seed: int) -> Instance:
+    """The instance of ``family`` for ``seed`` (deterministic)."""
+    rng = np.random.default_rng([family.n_gpus, family.gpus_per_server,
+                                 round(100 * family.load), PROFILES.index(family.profile), seed])
+    topo = build_cluster(*family.shape)
+    pen = {t: PENALTIES[t] for t in topo.tiers if t in PENALTIES}
+    return Instance(topo, CLASSES, sample_slowdowns(topo.n_gpus, family.profile, rng),
+                    penalty_matrix(topo, CLASSES, pen), tuple(sample_jobs(topo.n_gpus,
+                                                                          family.load, rng)))

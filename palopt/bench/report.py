@@ -1,0 +1,104 @@
+"""Summaries of benchmark rows: the terminal table, the CSV files and the gap plot."""
+
+from __future__ import annotations
+
+import csv
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from palopt.bench.runner import Row
+from palopt.result import Status
+
+__all__ = ["summarise", "format_table", "write_csv", "plot_gaps"]
+
+SUMMARY_FIELDS = ("family", "n_gpus", "gpus_per_server", "load", "profile", "solver",
+                  "instances", "gap_median", "gap_p95", "gap_max", "time_median", "time_p95",
+                  "share_optimal", "reference")
+
+
+def summarise(rows: list[Row]) -> list[dict[str, Any]]:
+    """Per (family, solver): gap (median, p95, max), time (median, p95), share proven optimal."""
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for r in rows:
+        groups[(r.family, r.solver)].append(r)
+    out = []
+    for (family, solver), rs in groups.items():
+        gaps = np.array([r.gap for r in rs])
+        times = np.array([r.wall_time for r in rs])
+        kinds = sorted({r.reference_kind for r in rs})
+        out.append({
+            "family": family, "n_gpus": rs[0].n_gpus, "gpus_per_server": rs[0].gpus_per_server,
+            "load": rs[0].load, "profile": rs[0].profile, "solver": solver, "instances": len(rs),
+            "gap_median": float(np.median(gaps)), "gap_p95": float(np.percentile(gaps, 95)),
+            "gap_max": float(gaps.max()), "time_median": float(np.median(times)),
+            "time_p95": float(np.percentile(times, 95)),
+            "share_optimal": float(np.mean([r.status == Status.OPTIMAL for r in rs])),
+            "reference": "/".join(kinds),
+        })
+    out.sort(key=lambda d: (d["n_gpus"], d["gpus_per_server"], d["load"], d["profile"],
+                            d["solver"]))
+    return out
+
+
+def format_table(summary: list[dict[str, Any]]) -> str:
+    """The summary as an aligned text table (gaps in %, times in s)."""
+    head = (f"{'family':<24} {'solver':<18} {'n':>3} {'gap med':>8} {'gap p95':>8} "
+            f"{'gap max':>8} {'t med':>7} {'t p95':>7} {'opt':>5}  ref")
+    lines = [head, "-" * len(head)]
+    for d in summary:
+        lines.append(
+            f"{d['family']:<24} {d['solver']:<18} {d['instances']:>3} "
+            f"{100 * d['gap_median']:>7.2f}% {100 * d['gap_p95']:>7.2f}% "
+            f"{100 * d['gap_max']:>7.2f}% {d['time_median']:>7.2f} {d['time_p95']:>7.2f} "
+            f"{100 * d['share_optimal']:>4.0f}%  {d['reference']}")
+    return "\n".join(lines)
+
+
+def write_csv(path: Path, records: list[dict[str, Any]]) -> None:
+    """Write dict records (all with the same keys) as CSV."""
+    if not records:
+        path.write_text("", encoding="utf-8")
+        return
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(records[0]))
+        writer.writeheader()
+        writer.writerows(records)
+
+
+def plot_gaps(path: Path, summary: list[dict[str, Any]]) -> None:
+    """PNG: median gap (%) against cluster size, one line per solver and load.
+
+    Raises
+    ------
+    ImportError
+        Without matplotlib (``pip install 'palopt[plot]'``).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes_all = sorted({int(d["n_gpus"]) for d in summary})
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
+    loads = sorted({float(d["load"]) for d in summary})
+    for ax, load in zip(axes, loads[-2:] if len(loads) > 1 else loads * 2, strict=True):
+        series: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for d in summary:
+            if float(d["load"]) == load:
+                series[str(d["solver"])][int(d["n_gpus"])].append(100 * float(d["gap_median"]))
+        for solver, by_size in sorted(series.items()):
+            sizes = sorted(by_size)
+            ax.plot(sizes, [np.median(by_size[s]) for s in sizes], marker="o", label=solver)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(sizes_all, [str(s) for s in sizes_all])
+        ax.set_xlabel("cluster size (GPUs)")
+        ax.set_title(f"load {round(100 * load)}%")
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("median gap to optimum or bound (%)")
+    axes[-1].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

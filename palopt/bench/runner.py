@@ -1,0 +1,134 @@
+"""Run solvers over benchmark families and measure each one's gap to the optimum or a bound.
+
+For every instance all solvers place the admitted queue prefix (the heuristics stop at the first
+job that does not fit, which is the same set), so costs compare directly. The *reference* of an
+instance is the proven optimum when an exact solver proved one, else the best lower bound known
+(exact solvers' bounds, the cheap bound, and on large rounds the Lagrangian bound). A solver's
+gap is ``(objective - reference) / reference``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from palopt.bench.families import Family, make_instance
+from palopt.cost import assert_feasible
+from palopt.result import Status
+from palopt.solvers.base import get_solver
+from palopt.solvers.bounds import lower_bound
+from palopt.solvers.exact.colgen import lagrangian_bound
+from palopt.solvers.round import make_round
+
+__all__ = ["Row", "SolverSpec", "run_instance", "run_bench", "EXACT", "HEURISTICS"]
+
+log = logging.getLogger(__name__)
+
+HEURISTICS = ("pal", "pmfirst", "packed-nonsticky", "random-nonsticky", "greedy")
+EXACT = ("cpsat", "milp:cbc", "milp:highs")
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    """A solver to benchmark: a label, its registry name and options, and whether it is exact."""
+
+    label: str
+    name: str
+    options: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def parse(cls, text: str) -> SolverSpec:
+        """``name`` or ``milp:BACKEND`` (the MILP back end)."""
+        name, _, backend = text.partition(":")
+        return cls(text, name, (("backend", backend),) if backend else ())
+
+    @property
+    def exact(self) -> bool:
+        """Whether the solver proves optimality or bounds."""
+        return self.name in ("cpsat", "milp")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One solver on one instance."""
+
+    family: str
+    n_gpus: int
+    gpus_per_server: int
+    load: float
+    profile: str
+    seed: int
+    n_jobs: int
+    solver: str
+    status: str
+    objective: float
+    bound: float | None
+    wall_time: float
+    reference: float = float("nan")
+    reference_kind: str = ""
+    gap: float = float("nan")
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as a plain dict (CSV)."""
+        return asdict(self)
+
+
+def run_instance(family: Family, seed: int, solvers: list[SolverSpec], time_limit: float,
+                 exact_max_gpus: int, bound_time: float) -> list[Row]:
+    """Solve one instance with every solver (exact ones only up to ``exact_max_gpus``)."""
+    inst = make_instance(family, seed)
+    rnd = make_round(inst)
+    rows: list[Row] = []
+    bounds = [lower_bound(rnd)]
+    optimum = None
+    for spec in solvers:
+        if spec.exact and family.n_gpus > exact_max_gpus:
+            continue
+        solver = get_solver(spec.name, **dict(spec.options))
+        result = solver.solve(inst, time_limit=time_limit if spec.exact else None, seed=seed)
+        assert_feasible(inst, result.assignment())
+        if result.n_placed != len(rnd.positions):
+            log.warning("%s placed %d jobs, not the admitted %d; its gap is not comparable",
+                        spec.label, result.n_placed, len(rnd.positions))
+        if result.bound is not None:
+            bounds.append(result.bound)
+        if result.status == Status.OPTIMAL:
+            optimum = result.objective if optimum is None else min(optimum, result.objective)
+        rows.append(Row(family.name, family.n_gpus, family.gpus_per_server, family.load,
+                        family.profile, seed, len(rnd.positions), spec.label, result.status,
+                        result.objective, result.bound, result.wall_time))
+    if optimum is None and rnd.multi and family.n_gpus > exact_max_gpus:
+        best = min(r.objective for r in rows)
+        bounds.append(lagrangian_bound(rnd, best, time_limit=bound_time))
+    if optimum is not None:
+        reference, kind = optimum, "optimum"
+    else:
+        reference, kind = max(bounds), "bound"
+    out = []
+    for r in rows:
+        comparable = r.n_jobs == len(rnd.positions)
+        gap = (r.objective - reference) / reference if reference > 0 and comparable else 0.0
+        out.append(Row(**{**r.as_dict(), "reference": reference, "reference_kind": kind,
+                          "gap": gap}))
+    return out
+
+
+def run_bench(families: Iterable[Family], seeds: int, solvers: list[SolverSpec],
+              time_limit: float, exact_max_gpus: int, bound_time: float,
+              progress: Callable[[str], None] | None = None) -> list[Row]:
+    """Every family x seed; ``progress`` gets one line per instance."""
+    rows: list[Row] = []
+    todo = [(f, s) for f in families for s in range(seeds)]
+    started = time.perf_counter()
+    for i, (family, seed) in enumerate(todo, 1):
+        got = run_instance(family, seed, solvers, time_limit, exact_max_gpus, bound_time)
+        rows.extend(got)
+        if progress is not None:
+            best = min(got, key=lambda r: r.gap)
+            progress(f"[{i}/{len(todo)} {time.perf_counter() - started:6.1f}s] {family.name} "
+                     f"seed {seed}: {got[0].reference_kind} {got[0].reference:.3f}, best "
+                     f"{best.solver} gap {100 * best.gap:.2f}%")
+    return rows

@@ -1,0 +1,401 @@
+"""The exact placement model, built once as sparse integer rows for every back end.
+
+Notation: the round's open jobs (see :mod:`palopt.solvers.round`); *types* are classes of
+interchangeable free GPUs (same lowest-tier group, same slowdown for every class in the queue).
+
+Jobs of two or more GPUs choose a *pattern*: a group ``G`` of some tier ``t`` and a threshold
+``v`` (one of the class's slowdowns inside ``G``); the job then takes ``k`` GPUs of ``G`` no slower
+than ``v`` and is charged ``w * v * penalty[class, t]``. The cheapest pattern of a GPU set is its
+own tier and its slowest GPU, so the model's optimum is the true optimum. Thresholds are written
+incrementally, ``b[j, G, l] = 1`` iff the job is in ``G`` with threshold at least ``v_l``
+(``b`` non-increasing in ``l``), which keeps the linking rows short:
+
+- ``sum_G b[j, G, 0] = 1``; ``b[j, G, l] <= b[j, G, l - 1]``;
+- ``sum_tau x[j, tau] = k_j``; ``x[j, tau] <= n_tau * sum_{G contains tau} b[j, G, l(tau, G)]``
+  where ``l(tau, G)`` is the first threshold of ``G`` no faster than ``tau``;
+- ``sum_{tau in G, sf <= v_l} x[j, tau] >= k_j * (b[j, G, 0] - b[j, G, l + 1])`` for every
+  threshold (valid cuts: a job in ``G`` with threshold at most ``v_l`` has all its GPUs there;
+  they tighten the relaxation);
+- 1-GPU jobs of one class and weight are one commodity ``m`` with ``sum_tau z[m, tau] = n_m``;
+- ``sum_j x[j, tau] + sum_m z[m, tau] <= n_tau``.
+
+Costs are floats; models need integers. Every cost is scaled by ``scale`` and rounded *down*, so
+the scaled optimum divided by ``scale`` is a valid lower bound on the true optimum, and a proven
+scaled optimum is within ``(number of jobs) / scale`` of the true one.
+
+Patterns that cannot be in a solution better than a known upper bound ``ub`` are left out:
+a job's cost is at most ``ub`` minus the other jobs' best costs alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from palopt.solvers.bounds import single_gpu_costs
+from palopt.solvers.exact.colgen import ColumnGeneration
+from palopt.solvers.greedy import GreedyPlacer, dense_groups
+from palopt.solvers.round import Round
+
+__all__ = ["SparseModel", "PlacementModel", "MasterModel", "build_model", "build_master"]
+
+
+@dataclass
+class SparseModel:
+    """Integer variables, linear rows and an integer objective, back-end neutral."""
+
+    lower: list[int] = field(default_factory=list)
+    upper: list[int] = field(default_factory=list)
+    objective: list[int] = field(default_factory=list)
+    rows: list[tuple[list[int], list[int], float, float]] = field(default_factory=list)
+
+    def var(self, upper: int, cost: int = 0) -> int:
+        """Add an integer variable in ``[0, upper]``; returns its index."""
+        self.lower.append(0)
+        self.upper.append(int(upper))
+        self.objective.append(int(cost))
+        return len(self.upper) - 1
+
+    def row(self, idx: list[int], coef: list[int], lo: float, hi: float) -> None:
+        """Add ``lo <= sum coef * var[idx] <= hi`` (use +-inf for a one-sided row)."""
+        self.rows.append((idx, coef, lo, hi))
+
+    @property
+    def n_vars(self) -> int:
+        """Number of variables."""
+        return len(self.upper)
+
+    def value(self, solution: np.ndarray) -> int:
+        """Objective of an integer solution vector."""
+        return int(np.dot(np.asarray(self.objective, dtype=np.int64),
+                          np.rint(solution).astype(np.int64)))
+
+
+@dataclass
+class PlacementModel:
+    """A :class:`SparseModel` with the maps needed to write a start and read a solution."""
+
+    sparse: SparseModel
+    scale: float
+    type_gpus: list[np.ndarray]
+    x: dict[tuple[int, int], int]  # (queue position, type) -> var
+    z: dict[tuple[int, int], int]  # (commodity, type) -> var
+    patterns: dict[int, list[tuple[int, int, np.ndarray, list[int]]]]  # pos -> (t, G, v, b vars)
+    commodities: list[list[int]]
+    gpu_type: np.ndarray  # type of each GPU, -1 if not free
+    dgroups: list[np.ndarray]  # dense group of each GPU per tier
+    n_patterns: int = 0
+
+    def start(self, chosen: dict[int, np.ndarray], rnd: Round) -> np.ndarray | None:
+        """The solution vector of a placement of ``rnd``'s open jobs, or ``None`` if the model
+        cannot express it (a pattern left out by the bound)."""
+        inst = rnd.instance
+        sol = np.zeros(self.sparse.n_vars, dtype=np.int64)
+        for pos, pats in self.patterns.items():
+            gpus = chosen[pos]
+            c = inst.class_index[inst.queue[pos].job_class]
+            worst = float(inst.slowdown[c, gpus].max())
+            t0 = inst.topology.tier_index(gpus)
+            best = None
+            for t, g, values, bvars in pats:
+                if t < t0 or self.dgroups[t][gpus[0]] != g:
+                    continue
+                n_on = int(np.searchsorted(values, worst, side="left")) + 1
+                if n_on > len(values):
+                    continue
+                cost = sum(self.sparse.objective[v] for v in bvars[:n_on])
+                if best is None or cost < best[0]:
+                    best = (cost, bvars[:n_on])
+            if best is None:
+                return None
+            sol[best[1]] = 1
+            for tau, n in zip(*np.unique(self.gpu_type[gpus], return_counts=True), strict=True):
+                key = (pos, int(tau))
+                if key not in self.x:
+                    return None
+                sol[self.x[key]] = n
+        for m, positions in enumerate(self.commodities):
+            taus = self.gpu_type[np.concatenate([chosen[p] for p in positions])]
+            for tau, n in zip(*np.unique(taus, return_counts=True), strict=True):
+                key = (m, int(tau))
+                if key not in self.z:
+                    return None
+                sol[self.z[key]] = n
+        return sol
+
+    def decode(self, solution: np.ndarray) -> dict[int, np.ndarray]:
+        """Queue position -> GPU indices from an integer solution vector."""
+        pools = [list(g) for g in self.type_gpus]
+        sol = np.rint(solution).astype(np.int64)
+        chosen: dict[int, list[int]] = {}
+        for (pos, tau), var in self.x.items():
+            for _ in range(sol[var]):
+                chosen.setdefault(pos, []).append(pools[tau].pop())
+        for (m, tau), var in self.z.items():
+            for _ in range(sol[var]):
+                positions = self.commodities[m]
+                pos = next(p for p in positions if p not in chosen)
+                chosen[pos] = [pools[tau].pop()]
+        return {p: np.sort(np.asarray(g, dtype=np.int64)) for p, g in chosen.items()}
+
+
+def _types(rnd: Round) -> tuple[np.ndarray, list[np.ndarray]]:
+    """GPU -> type (-1 if not free) and the GPUs of each type (needs at least one open job)."""
+    inst = rnd.instance
+    free = np.flatnonzero(rnd.free)
+    used = sorted({inst.class_index[inst.queue[p].job_class] for p in rnd.open_positions})
+    keys = np.vstack([inst.topology.groups[0, free].astype(np.float64),
+                      inst.slowdown[used][:, free]])
+    _, inverse = np.unique(keys, axis=1, return_inverse=True)
+    inverse = inverse.ravel()
+    gpu_type = np.full(inst.topology.n_gpus, -1, dtype=np.int64)
+    gpu_type[free] = inverse
+    order = np.argsort(inverse, kind="stable")
+    cuts = np.searchsorted(inverse[order], np.arange(1, int(inverse.max()) + 1))
+    return gpu_type, np.split(free[order], cuts)
+
+
+def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
+                fixing: ColumnGeneration | None = None) -> PlacementModel:
+    """Build the model of ``rnd``'s open jobs (see the module documentation).
+
+    Parameters
+    ----------
+    rnd : Round
+    scale : float
+        Costs are multiplied by ``scale`` and rounded down to integers.
+    upper_bound : float, optional
+        The weighted cost of a known placement of the open jobs; patterns that cannot beat it
+        are left out (that placement stays expressible).
+    fixing : ColumnGeneration, optional
+        A converged column generation: with ``upper_bound``, patterns and 1-GPU choices whose
+        reduced cost shows they cannot beat it are left out too.
+
+    Returns
+    -------
+    PlacementModel
+    """
+    inst = rnd.instance
+    topo = inst.topology
+    gpu_type, type_gpus = _types(rnd)
+    n_types = len(type_gpus)
+    rep = np.array([g[0] for g in type_gpus], dtype=np.int64)
+    cnt = np.array([len(g) for g in type_gpus], dtype=np.int64)
+    dgroups = dense_groups(inst)
+    tgroup = [dg[rep] for dg in dgroups]  # group of each type per tier
+    n_tiers = len(topo.tiers)
+    # Per tier: types of each group, and whether the group has two or more child groups.
+    members: list[dict[int, np.ndarray]] = []
+    split: list[dict[int, bool]] = []
+    for t in range(n_tiers):
+        by_group = {int(g): np.flatnonzero(tgroup[t] == g) for g in np.unique(tgroup[t])}
+        members.append(by_group)
+        split.append({g: t == 0 or len(np.unique(tgroup[t - 1][tau])) > 1
+                      for g, tau in by_group.items()})
+    parent_split = [{int(tgroup[t][tau[0]]): split[t + 1][int(tgroup[t + 1][tau[0]])]
+                     for tau in members[t].values()} if t + 1 < n_tiers else {}
+                    for t in range(n_tiers)]
+
+    greedy = GreedyPlacer(rnd)
+    alone: dict[int, float] = {}
+    for pos in rnd.multi:
+        job = inst.queue[pos]
+        alone[pos] = job.weight * greedy.best(rnd.free, int(greedy.cls[pos]), job.num_gpus)[0]
+    counts, _, single_cost = single_gpu_costs(rnd)
+    single_alone = [float(np.partition(row, n - 1)[:n].sum()) for row, n in
+                    zip(single_cost, counts, strict=True)]
+    lb_total = sum(alone.values()) + sum(single_alone)
+    slack = np.inf if upper_bound is None else upper_bound - lb_total + 1e-9 * abs(upper_bound)
+    pattern_rc = None
+    if fixing is not None and upper_bound is not None:
+        pattern_rc = fixing.pattern_rc(upper_bound)
+        rc_cut = upper_bound - fixing.lp_value + 1e-9 * abs(upper_bound) + 1e-9
+
+    sp = SparseModel()
+    x: dict[tuple[int, int], int] = {}
+    patterns: dict[int, list[tuple[int, int, np.ndarray, list[int]]]] = {}
+    usable: dict[tuple[int, int], list[int]] = {}  # (pos, type) -> b vars that allow it
+    covers: list[tuple[int, int, np.ndarray, list[int], np.ndarray]] = []
+    n_patterns = 0
+    for pos in rnd.multi:
+        job = inst.queue[pos]
+        c, k, w = inst.class_index[job.job_class], job.num_gpus, job.weight
+        cap = alone[pos] + slack
+        sf_t = inst.slowdown[c, rep]
+        pats = []
+        for t in range(n_tiers):
+            pen = float(inst.penalty[c, t])
+            for g, gtypes in members[t].items():
+                if not split[t][g]:
+                    continue
+                if t + 1 < n_tiers and parent_split[t][g] and \
+                        inst.penalty[c, t + 1] <= pen:
+                    continue
+                if cnt[gtypes].sum() < k:
+                    continue
+                order = np.argsort(sf_t[gtypes], kind="stable")
+                vals, first = np.unique(sf_t[gtypes][order], return_index=True)
+                cum = np.cumsum(cnt[gtypes][order])
+                reach = cum[np.r_[first[1:], len(order)] - 1]  # GPUs no slower than each value
+                keep = (reach >= k) & (w * vals * pen <= cap)
+                if pattern_rc is not None:
+                    fixed = pattern_rc.get((pos, t, g))
+                    if fixed is None:
+                        continue
+                    keep &= np.isin(vals, fixed[0][fixed[1] <= rc_cut])
+                vals = vals[keep]
+                if not len(vals):
+                    continue
+                costs = np.floor(w * vals * pen * scale).astype(np.int64)
+                incr = np.diff(np.r_[0, costs])
+                bvars = [sp.var(1, int(d)) for d in incr]
+                for a, b in zip(bvars[1:], bvars[:-1], strict=True):
+                    sp.row([a, b], [1, -1], -np.inf, 0)
+                level = np.searchsorted(vals, sf_t[gtypes], side="left")
+                for tt, lv in zip(gtypes, level, strict=True):
+                    if lv < len(vals):
+                        usable.setdefault((pos, int(tt)), []).append(bvars[lv])
+                pats.append((t, g, vals, bvars))
+                covers.append((pos, k, gtypes, bvars, level))
+                n_patterns += len(vals)
+        patterns[pos] = pats
+        sp.row([p[3][0] for p in pats], [1] * len(pats), 1, 1)
+    for (pos, tau), bvars in usable.items():
+        k = inst.queue[pos].num_gpus
+        x[(pos, tau)] = v = sp.var(min(int(cnt[tau]), k))
+        sp.row([v, *bvars], [1] + [-int(cnt[tau])] * len(bvars), -np.inf, 0)
+    for pos in rnd.multi:
+        idx = [x[(pos, tau)] for tau in range(n_types) if (pos, tau) in x]
+        sp.row(idx, [1] * len(idx), inst.queue[pos].num_gpus, inst.queue[pos].num_gpus)
+    for pos, k, gtypes, bvars, level in covers:
+        # In G with threshold at most v_l: all k GPUs are in G and no slower than v_l.
+        for last in range(len(bvars)):
+            idx = [x[(pos, int(tt))] for tt, lv in zip(gtypes, level, strict=True)
+                   if lv <= last and (pos, int(tt)) in x]
+            nxt = [bvars[last + 1]] if last + 1 < len(bvars) else []
+            sp.row([*idx, bvars[0], *nxt], [1] * len(idx) + [-k] + [k] * len(nxt), 0, np.inf)
+
+    z: dict[tuple[int, int], int] = {}
+    commodities = list(rnd.single_groups().values())
+    free_idx = np.flatnonzero(rnd.free)
+    for m, positions in enumerate(commodities):
+        cost_g = single_cost[m]
+        cap = float(np.partition(cost_g, len(positions) - 1)[len(positions) - 1]) + slack
+        per_type = np.full(n_types, np.inf)
+        np.minimum.at(per_type, gpu_type[free_idx], cost_g)
+        allowed = per_type <= cap
+        if pattern_rc is not None and fixing is not None:
+            rc_type = np.full(n_types, np.inf)
+            np.minimum.at(rc_type, gpu_type[free_idx], fixing.single_rc[m])
+            allowed &= rc_type <= rc_cut
+        zs = []
+        for ty in np.flatnonzero(allowed):
+            z[(m, int(ty))] = v = sp.var(min(int(cnt[ty]), len(positions)),
+                                         int(np.floor(per_type[ty] * scale)))
+            zs.append(v)
+        sp.row(zs, [1] * len(zs), len(positions), len(positions))
+    by_type: dict[int, list[int]] = {}
+    for (_, kind), v in list(x.items()) + list(z.items()):
+        by_type.setdefault(kind, []).append(v)
+    for kind, users in by_type.items():
+        if len(users) > 1:
+            sp.row(users, [1] * len(users), -np.inf, int(cnt[kind]))
+    return PlacementModel(sp, scale, type_gpus, x, z, patterns, commodities, gpu_type, dgroups,
+                          n_patterns)
+
+
+@dataclass
+class MasterModel:
+    """The restricted master: each multi-GPU job picks one generated column (a GPU set), the
+    1-GPU commodities pick GPU types; capacity per type (GPUs of a type are interchangeable)."""
+
+    sparse: SparseModel
+    lam: dict[int, list[tuple[int, np.ndarray]]]  # pos -> (var, GPU set) per column
+    z: dict[tuple[int, int], int]
+    commodities: list[list[int]]
+    type_gpus: list[np.ndarray]
+    gpu_type: np.ndarray
+
+    def start(self, chosen: dict[int, np.ndarray]) -> np.ndarray | None:
+        """Solution vector of a placement whose GPU sets are columns (else ``None``)."""
+        sol = np.zeros(self.sparse.n_vars, dtype=np.int64)
+        for pos, cols in self.lam.items():
+            key = tuple(np.sort(self.gpu_type[chosen[pos]]))
+            hit = [v for v, gpus in cols if tuple(np.sort(self.gpu_type[gpus])) == key]
+            if not hit:
+                return None
+            sol[hit[0]] = 1
+        for m, positions in enumerate(self.commodities):
+            taus = self.gpu_type[np.concatenate([chosen[p] for p in positions])]
+            for tau, n in zip(*np.unique(taus, return_counts=True), strict=True):
+                if (m, int(tau)) not in self.z:
+                    return None
+                sol[self.z[(m, int(tau))]] = n
+        return sol
+
+    def decode(self, solution: np.ndarray) -> dict[int, np.ndarray]:
+        """Queue position -> GPU indices (GPUs of a type handed out in turn)."""
+        pools = [list(g) for g in self.type_gpus]
+        sol = np.rint(solution).astype(np.int64)
+        chosen: dict[int, np.ndarray] = {}
+        for pos, cols in self.lam.items():
+            var, gpus = next((v, g) for v, g in cols if sol[v] > 0)
+            chosen[pos] = np.sort([pools[t].pop() for t in self.gpu_type[gpus]])
+        for (m, tau), var in self.z.items():
+            for _ in range(sol[var]):
+                pos = next(p for p in self.commodities[m] if p not in chosen)
+                chosen[pos] = np.array([pools[tau].pop()], dtype=np.int64)
+        return chosen
+
+
+def build_master(rnd: Round, columns: dict[int, list[tuple[np.ndarray, float]]],
+                 scale: float) -> MasterModel:
+    """The restricted master over generated ``columns`` (see :class:`MasterModel`).
+
+    Parameters
+    ----------
+    rnd : Round
+    columns : dict
+        Queue position -> (GPU set, cost) columns, for every multi-GPU open job.
+    scale : float
+        Costs are scaled and rounded down, as in :func:`build_model`.
+    """
+    gpu_type, type_gpus = _types(rnd)
+    cnt = np.array([len(g) for g in type_gpus], dtype=np.int64)
+    sp = SparseModel()
+    use: dict[int, tuple[list[int], list[int]]] = {}
+    lam: dict[int, list[tuple[int, np.ndarray]]] = {}
+    for pos, cols in columns.items():
+        seen: set[tuple[int, ...]] = set()
+        lam[pos] = []
+        for gpus, cost in cols:
+            key = tuple(np.sort(gpu_type[gpus]))
+            if key in seen:
+                continue
+            seen.add(key)
+            v = sp.var(1, int(np.floor(cost * scale)))
+            lam[pos].append((v, gpus))
+            for tau, n in zip(*np.unique(gpu_type[gpus], return_counts=True), strict=True):
+                idx, coef = use.setdefault(int(tau), ([], []))
+                idx.append(v)
+                coef.append(int(n))
+        sp.row([v for v, _ in lam[pos]], [1] * len(lam[pos]), 1, 1)
+    counts, _, single_cost = single_gpu_costs(rnd)
+    free_idx = np.flatnonzero(rnd.free)
+    z: dict[tuple[int, int], int] = {}
+    commodities = list(rnd.single_groups().values())
+    for m, n_m in enumerate(counts):
+        per_type = np.full(len(type_gpus), np.inf)
+        np.minimum.at(per_type, gpu_type[free_idx], single_cost[m])
+        idx = []
+        for tau in range(len(type_gpus)):
+            z[(m, tau)] = v = sp.var(min(int(cnt[tau]), n_m), int(np.floor(per_type[tau] * scale)))
+            idx.append(v)
+            ui, uc = use.setdefault(tau, ([], []))
+            ui.append(v)
+            uc.append(1)
+        sp.row(idx, [1] * len(idx), n_m, n_m)
+    for tau, (idx, coef) in use.items():
+        sp.row(idx, coef, -np.inf, int(cnt[tau]))
+    return MasterModel(sp, lam, z, commodities, type_gpus, gpu_type)

@@ -1,0 +1,243 @@
+"""The solve flow shared by the exact back ends.
+
+1. Select the round's jobs (:func:`palopt.solvers.round.make_round`, ``mode`` prefix or choose).
+2. Place them with the cost-aware greedy: the first upper bound, warm start and fallback.
+3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
+   configuration-LP bound and a pool of good GPU sets; a placement is read off the LP (rounding),
+   the better of it and the greedy is improved by large-neighbourhood search
+   (:mod:`palopt.solvers.exact.search`), and the back end solves the restricted master over the
+   pool, started from the best so far. If the best cost meets the bound, it is optimal.
+4. Otherwise, after a converged column generation with time left (and always with
+   ``formulation="compact"``), the back end solves the exact pattern model of
+   :mod:`palopt.solvers.exact.model`, shrunk by the upper bound and by reduced-cost fixing,
+   started from the best placement so far. Time: column generation up to 45% of the limit,
+   the search 40% of the rest (80% if the column generation did not converge), the master half
+   of what is left then (all of it if the column generation did not converge), the model what
+   remains.
+5. The back end's answer is checked (every row satisfied, the placement feasible). The status is
+   ``optimal`` only when proven (the back end proved the exact model, or the placement's cost
+   meets the configuration-LP bound), both within the relative tolerance ``gap`` (default
+   ``1e-6``) and the scaling resolution (``jobs / scale``); ``feasible`` carries the best
+   valid bound found (the back end's, the column generation's or the cheap bound of
+   :mod:`palopt.solvers.bounds`); ``no solution`` and ``infeasible`` (the back end's word)
+   return the greedy placement, as the settings say.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from palopt.cost import check_feasible
+from palopt.errors import InputError
+from palopt.instance import Instance
+from palopt.result import PlacementResult, Status
+from palopt.solvers.base import build_result
+from palopt.solvers.bounds import lower_bound
+from palopt.solvers.exact.model import SparseModel, build_master, build_model
+from palopt.solvers.exact.search import improve
+from palopt.solvers.greedy import greedy_assignment, round_cost
+from palopt.solvers.round import MODES, Round, make_round
+
+__all__ = ["ExactSolver", "BackendAnswer", "DEFAULT_TIME_LIMIT", "DEFAULT_SCALE", "DEFAULT_GAP",
+           "FORMULATIONS"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIME_LIMIT = 10.0
+DEFAULT_SCALE = 1e6
+FORMULATIONS = ("columns", "compact")
+DEFAULT_GAP = 1e-6
+
+
+@dataclass(frozen=True)
+class BackendAnswer:
+    """What a back end returns: a status of :class:`~palopt.result.Status`, the solution vector
+    (``None`` if none), and a lower bound on the scaled objective (``None`` if unknown)."""
+
+    status: str
+    solution: np.ndarray | None
+    bound: float | None
+
+
+def rows_satisfied(model: SparseModel, solution: np.ndarray) -> bool:
+    """Whether an integer solution satisfies every bound and row of ``model``."""
+    sol = np.rint(solution).astype(np.int64)
+    if (sol < np.asarray(model.lower)).any() or (sol > np.asarray(model.upper)).any():
+        return False
+    for idx, coef, lo, hi in model.rows:
+        value = int(np.dot(sol[idx], coef))
+        if value < lo or value > hi:
+            return False
+    return True
+
+
+class ExactSolver:
+    """Base of the exact solvers; a back end implements :meth:`run`.
+
+    Parameters
+    ----------
+    mode : {"prefix", "choose"}, default "prefix"
+        Which jobs run (see :mod:`palopt.solvers.round`).
+    keep_running : bool, default False
+        Keep selected running jobs on their current GPUs (otherwise they may move).
+    time_limit : float, default 10
+        Seconds for the whole solve, unless ``solve`` is given one.
+    workers : int, default 1
+        Threads for the back end. Results are deterministic for a given seed and worker count
+        whenever the solve ends before the time limit.
+    scale : float, default 1e6
+        Cost scaling to integers (costs are rounded down after scaling).
+    warm_start : bool, default True
+        Give the best placement so far to the back end as a start (when it accepts one).
+    formulation : {"columns", "compact"}, default "columns"
+        Column generation first (needs ``highspy``; falls back to compact without it), or the
+        compact pattern model alone.
+    gap : float, default 1e-6
+        Relative optimality tolerance: a placement is reported ``optimal`` when its cost is
+        proven within ``gap`` of the optimum (costs are floats measured to a few digits; this
+        keeps back ends from spending their time separating near-equal placements).
+    """
+
+    name = "exact"
+    accepts_start = True
+
+    def __init__(self, mode: str = "prefix", keep_running: bool = False,
+                 time_limit: float = DEFAULT_TIME_LIMIT, workers: int = 1,
+                 scale: float = DEFAULT_SCALE, warm_start: bool = True,
+                 formulation: str = "columns", gap: float = DEFAULT_GAP) -> None:
+        if mode not in MODES:
+            raise InputError(f"{self.name}.mode", mode, f"must be one of {', '.join(MODES)}")
+        if not (isinstance(time_limit, (int, float)) and time_limit > 0):
+            raise InputError(f"{self.name}.time_limit", time_limit, "must be a positive number")
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise InputError(f"{self.name}.workers", workers, "must be a positive integer")
+        if not (isinstance(scale, (int, float)) and scale >= 1):
+            raise InputError(f"{self.name}.scale", scale, "must be a number >= 1")
+        if formulation not in FORMULATIONS:
+            raise InputError(f"{self.name}.formulation", formulation,
+                             f"must be one of {', '.join(FORMULATIONS)}")
+        self.mode = mode
+        self.keep_running = bool(keep_running)
+        self.time_limit = float(time_limit)
+        self.workers = workers
+        self.scale = float(scale)
+        self.warm_start = bool(warm_start) and self.accepts_start
+        if not (isinstance(gap, (int, float)) and 0 <= gap < 1):
+            raise InputError(f"{self.name}.gap", gap, "must be a number in [0, 1)")
+        self.formulation = formulation
+        self.gap = float(gap)
+
+    def settings(self) -> dict[str, Any]:
+        """The solver's configuration, as reported in results."""
+        return {"mode": self.mode, "keep_running": self.keep_running, "workers": self.workers,
+                "scale": self.scale, "warm_start": self.warm_start,
+                "formulation": self.formulation, "gap": self.gap}
+
+    def run(self, sp: SparseModel, start: np.ndarray | None, time_limit: float,
+            seed: int) -> BackendAnswer:
+        """Solve ``sp`` (implemented by each back end)."""
+        raise NotImplementedError
+
+    def _checked(self, rnd: Round, sp: SparseModel, answer: BackendAnswer,
+                 decode: Any) -> dict[int, np.ndarray] | None:
+        """The decoded placement of a back end's solution, or ``None`` if it is not valid."""
+        if answer.solution is None:
+            return None
+        inst = rnd.instance
+        if rows_satisfied(sp, answer.solution):
+            chosen = decode(answer.solution)
+            full = {inst.queue[p].id: g for p, g in {**rnd.fixed, **chosen}.items()}
+            if set(chosen) == set(rnd.open_positions) and not check_feasible(inst, full):
+                return chosen
+        log.error("%s: the back end's solution violates the model; ignored", self.name)
+        return None
+
+    def solve(self, instance: Instance, *, time_limit: float | None = None,
+              seed: int | None = None) -> PlacementResult:
+        """Place the round's jobs at minimum weighted cost (see the module documentation)."""
+        started = time.perf_counter()
+        limit = self.time_limit if time_limit is None else time_limit
+        if not (isinstance(limit, (int, float)) and limit > 0):
+            raise InputError("time_limit", time_limit, "must be a positive number")
+        seed = 0 if seed is None else int(seed)
+        rnd = make_round(instance, self.mode, self.keep_running)
+        settings = {**self.settings(), "time_limit": float(limit), "seed": seed}
+        selected = set(rnd.positions)
+        reasons = {p: "not selected: the round's GPUs are taken by earlier jobs"
+                   for p in range(len(instance.queue)) if p not in selected}
+
+        def left() -> float:
+            return max(limit - (time.perf_counter() - started), 0.05)
+
+        def finish(chosen: dict[int, np.ndarray], status: str, bound: float) -> PlacementResult:
+            result = build_result(instance, self.name, {**rnd.fixed, **chosen}, reasons, started,
+                                  status=status, settings=settings)
+            fixed_cost = round_cost(instance, rnd.fixed)
+            return replace(result, bound=min(bound + fixed_cost, result.objective))
+
+        if not rnd.open_positions:
+            return finish({}, Status.OPTIMAL, 0.0)
+        best = greedy_assignment(rnd)
+        ub = round_cost(instance, best)
+        bound = lower_bound(rnd)
+        settings["greedy_cost"] = ub
+        source = "greedy"
+        cg = None
+        if self.formulation == "columns" and importlib.util.find_spec("highspy") is not None:
+            from palopt.solvers.exact.colgen import column_generation, round_columns
+
+            cg = column_generation(rnd, best, 0.45 * left())
+            bound = max(bound, cg.bound)
+            settings.update(cg_iterations=cg.iterations, cg_converged=cg.converged,
+                            cg_columns=sum(len(c) for c in cg.columns.values()))
+            if rnd.multi:
+                chosen = round_columns(rnd, cg)
+                if round_cost(instance, chosen) < ub:
+                    best, ub, source = chosen, round_cost(instance, chosen), "rounding"
+                target = bound + self.gap * abs(bound)
+                budget = (0.4 if cg.converged else 0.8) * left()
+                chosen = improve(rnd, best, budget, seed, target) if ub > target else best
+                if round_cost(instance, chosen) < ub:
+                    best, ub, source = chosen, round_cost(instance, chosen), f"search+{source}"
+                master = build_master(rnd, cg.columns, self.scale)
+                start = master.start(best) if self.warm_start else None
+                share = 0.5 if cg.converged else 1.0
+                answer = self.run(master.sparse, start, share * left(), seed)
+                solved = self._checked(rnd, master.sparse, answer, master.decode)
+                if solved is not None and round_cost(instance, solved) < ub:
+                    best, ub, source = solved, round_cost(instance, solved), "master"
+            settings["best_from"] = source
+            if ub - bound <= self.gap * abs(ub):
+                settings["proof"] = "configuration-LP bound"
+                return finish(best, Status.OPTIMAL, bound)
+            if not cg.converged or left() < 0.1 * limit:
+                # Without a converged bound the compact model is too large to help in time.
+                return finish(best, Status.FEASIBLE, bound)
+        fixing = cg if cg is not None and cg.converged else None
+        model = build_model(rnd, self.scale, ub, fixing)
+        start = model.start(best, rnd) if self.warm_start else None
+        settings.update(n_vars=model.sparse.n_vars, n_rows=len(model.sparse.rows),
+                        n_patterns=model.n_patterns, n_gpu_types=len(model.type_gpus))
+        answer = self.run(model.sparse, start, left(), seed)
+        decoded = self._checked(rnd, model.sparse, answer, model.decode)
+        status = answer.status
+        if decoded is None and status in (Status.OPTIMAL, Status.FEASIBLE):
+            status = Status.NO_SOLUTION
+        if decoded is not None and round_cost(instance, decoded) <= ub:
+            best, source = decoded, "model"
+        # A proof covers the incumbent too when it is cheaper than the model's optimum (the
+        # model sees costs rounded down, to within (jobs / scale) of the true costs).
+        if status == Status.NO_SOLUTION and source != "greedy":
+            status = Status.FEASIBLE
+        if status in (Status.NO_SOLUTION, Status.INFEASIBLE):
+            settings["fallback"] = "greedy placement returned: the back end found no solution"
+        if answer.bound is not None and status != Status.INFEASIBLE and decoded is not None:
+            bound = max(bound, answer.bound / self.scale)
+        settings["best_from"] = source
+        return finish(best, status, bound)

@@ -1,0 +1,84 @@
+"""Large-neighbourhood search on a placement: ruin a region, re-place its jobs, keep if cheaper.
+
+A step frees every job that touches a random group (a server, a rack, ...) plus a few random
+multi-GPU jobs, re-places the freed multi-GPU jobs with the cost-aware greedy (largest first,
+ties in random order) and the freed 1-GPU jobs optimally on what is left, and keeps the result
+if the round's cost falls. Deterministic for a given seed and number of steps.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from palopt.solvers.greedy import GreedyPlacer, dense_groups, round_cost
+from palopt.solvers.round import Round
+
+__all__ = ["improve"]
+
+
+def improve(rnd: Round, chosen: dict[int, np.ndarray], time_limit: float, seed: int = 0,
+            target: float = -np.inf, patience: int | None = None) -> dict[int, np.ndarray]:
+    """Improve ``chosen`` (open position -> GPUs) for at most ``time_limit`` seconds.
+
+    Parameters
+    ----------
+    rnd : Round
+    chosen : dict
+        A placement of every open position.
+    time_limit : float
+        Seconds.
+    seed : int
+    target : float
+        Stop once the cost is at most this (e.g. a lower bound).
+    patience : int, optional
+        Stop after this many steps in a row without improvement (default: 20 per multi-GPU
+        job, at least 100).
+
+    Returns
+    -------
+    dict
+        A placement of the same jobs costing no more than ``chosen``.
+    """
+    started = time.perf_counter()
+    inst = rnd.instance
+    if not rnd.multi:
+        return chosen
+    rng = np.random.default_rng(seed)
+    greedy = GreedyPlacer(rnd)
+    groups = dense_groups(inst)
+    q = inst.queue
+    multi = list(rnd.multi)
+    best = dict(chosen)
+    cost = {p: round_cost(inst, {p: g}) for p, g in best.items()}
+    owner = np.full(inst.topology.n_gpus, -1, dtype=np.int64)
+    for p, g in best.items():
+        owner[g] = p
+    patience = max(100, 20 * len(multi)) if patience is None else patience
+    total = sum(cost.values())
+    stall = 0
+    while stall < patience and total > target and time.perf_counter() - started < time_limit:
+        stall += 1
+        t = int(rng.integers(len(groups)))
+        anchor = int(rng.choice(np.flatnonzero(rnd.free)))
+        region = groups[t] == groups[t][anchor]
+        ruined = {int(p) for p in np.unique(owner[region]) if p >= 0}
+        ruined.update(int(p) for p in rng.choice(multi, size=min(2, len(multi)), replace=False))
+        free = rnd.free.copy()
+        for p, g in best.items():
+            if p not in ruined:
+                free[g] = False
+        order = sorted(ruined, key=lambda p: (-q[p].num_gpus, rng.random()))
+        new_cost, placed = greedy.place_split(order, free)
+        old_cost = sum(cost[p] for p in ruined)
+        if new_cost <= old_cost - 1e-12:
+            total += new_cost - old_cost
+            stall = 0
+            for p in ruined:
+                owner[best[p]] = -1
+            for p, g in placed.items():
+                best[p] = g
+                owner[g] = p
+                cost[p] = round_cost(inst, {p: g})
+    return best

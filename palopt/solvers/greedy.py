@@ -1,0 +1,225 @@
+"""A cost-aware greedy placement: every job takes the cheapest placement by the true cost.
+
+For each job, in turn, the candidates are, at every tier of the topology, the best group of that
+tier: the group whose ``k``-th fastest free GPU (for the job's class) is fastest, charged with the
+tier's penalty. So a job sees its best server, its best rack and its best anywhere placement, and
+takes the cheapest (the lowest tier on ties), on the ``k`` fastest free GPUs of that group. Two job
+orders are tried and the cheaper placement is kept: queue order, and largest jobs first with the
+1-GPU jobs then assigned optimally to what is left (a transportation problem, when ``highspy`` is
+installed).
+
+The greedy places exactly the jobs of :func:`palopt.solvers.round.make_round` (the admitted prefix,
+or the first-fit set), so its cost compares directly with the exact solvers' optimum; it is also
+their warm start and their fallback.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from palopt.errors import InputError
+from palopt.instance import Instance
+from palopt.result import PlacementResult
+from palopt.solvers.base import build_result, register
+from palopt.solvers.round import MODES, Round, make_round
+from palopt.solvers.transport import transport
+
+__all__ = ["GreedySolver", "GreedyPlacer", "greedy_assignment", "dense_groups", "round_cost"]
+
+
+def dense_groups(instance: Instance) -> list[np.ndarray]:
+    """Per tier, each GPU's group as a dense id ``0..n_groups-1`` (ascending with the raw id)."""
+    return [np.unique(row, return_inverse=True)[1].astype(np.int64)
+            for row in instance.topology.groups]
+
+
+def round_cost(instance: Instance, chosen: dict[int, np.ndarray]) -> float:
+    """Weighted cost of the jobs placed in ``chosen`` (queue position -> GPU indices)."""
+    total = 0.0
+    for pos, gpus in chosen.items():
+        job = instance.queue[pos]
+        c = instance.class_index[job.job_class]
+        t = instance.topology.tier_index(gpus)
+        total += job.weight * float(instance.slowdown[c, gpus].max()) * float(
+            instance.penalty[c, t])
+    return total
+
+
+class GreedyPlacer:
+    """The cost-aware greedy over one round: precomputed orders and groups, then passes.
+
+    Parameters
+    ----------
+    rnd : Round
+        The round whose open jobs are placed.
+    """
+
+    def __init__(self, rnd: Round) -> None:
+        inst = rnd.instance
+        self.rnd = rnd
+        self.inst = inst
+        self.cls = inst.job_class_indices()
+        self.groups = dense_groups(inst)
+        self.n_groups = [int(g.max()) + 1 for g in self.groups]
+        self.order = [np.argsort(row, kind="stable") for row in inst.slowdown]
+
+    def best(self, free: np.ndarray, c: int, k: int) -> tuple[float, np.ndarray]:
+        """Cheapest placement of a ``k``-GPU job of class ``c`` on ``free``: (cost, GPUs)."""
+        sf = self.inst.slowdown[c]
+        pen = self.inst.penalty[c]
+        avail = self.order[c][free[self.order[c]]]  # free GPUs, fastest first
+        if k == 1:
+            g = avail[:1]
+            return float(sf[g[0]] * pen[0]), g
+        best_cost, best_gpus = np.inf, avail[:k]
+        ar = np.arange(len(avail))
+        for t, gid in enumerate(self.groups):
+            if self.n_groups[t] == 1:
+                cost = float(sf[avail[k - 1]] * pen[t])
+                if cost < best_cost:
+                    best_cost, best_gpus = cost, avail[:k]
+                continue
+            g = gid[avail]
+            perm = np.argsort(g, kind="stable")
+            gs = g[perm]
+            start = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
+            size = np.diff(np.r_[start, len(gs)])
+            ok = start[size >= k]
+            if not len(ok):
+                continue
+            kth = sf[avail[perm[ok + k - 1]]]
+            i = int(np.argmin(kth))
+            cost = float(kth[i] * pen[t])
+            if cost < best_cost:
+                best_cost = cost
+                best_gpus = avail[perm[ar[ok[i]:ok[i] + k]]]
+        return best_cost, best_gpus
+
+    def place(self, order: list[int], free: np.ndarray | None = None
+              ) -> tuple[float, dict[int, np.ndarray]]:
+        """One greedy pass over positions in ``order`` on ``free`` (default: the round's free
+        GPUs): (total weighted cost, placement)."""
+        free = (self.rnd.free if free is None else free).copy()
+        chosen: dict[int, np.ndarray] = {}
+        total = 0.0
+        q = self.inst.queue
+        for pos in order:
+            job = q[pos]
+            cost, gpus = self.best(free, int(self.cls[pos]), job.num_gpus)
+            free[gpus] = False
+            chosen[pos] = np.sort(gpus)
+            total += job.weight * cost
+        return total, chosen
+
+    def place_singles(self, free: np.ndarray, positions: list[int]
+                      ) -> tuple[float, dict[int, np.ndarray]] | None:
+        """1-GPU jobs at ``positions`` assigned optimally to ``free`` (a transportation problem);
+        ``None`` without ``highspy``."""
+        inst = self.inst
+        groups: dict[tuple[int, float], list[int]] = {}
+        for p in positions:
+            groups.setdefault((int(self.cls[p]), float(inst.queue[p].weight)), []).append(p)
+        gpus = np.flatnonzero(free)
+        cost = np.array([w * inst.slowdown[c, gpus] * inst.penalty[c, 0] for c, w in groups],
+                        dtype=np.float64).reshape(len(groups), len(gpus))
+        value, x = transport([len(v) for v in groups.values()], cost)
+        if x is None:
+            return None
+        chosen = {}
+        for row, members in zip(x, groups.values(), strict=True):
+            for p, g in zip(members, gpus[row], strict=True):
+                chosen[p] = np.array([g], dtype=np.int64)
+        return value, chosen
+
+    def place_split(self, order: list[int], free: np.ndarray | None = None
+                    ) -> tuple[float, dict[int, np.ndarray]]:
+        """Multi-GPU jobs greedily in ``order``, then the 1-GPU jobs optimally (if ``highspy``
+        is installed, else greedily)."""
+        q = self.inst.queue
+        multi = [p for p in order if q[p].num_gpus > 1]
+        singles = [p for p in order if q[p].num_gpus == 1]
+        total, chosen = self.place(multi, free)
+        rest = (self.rnd.free if free is None else free).copy()
+        for gpus in chosen.values():
+            rest[gpus] = False
+        placed = self.place_singles(rest, singles) if singles else (0.0, {})
+        if placed is None:
+            placed = self.place(singles, rest)
+        return total + placed[0], {**chosen, **placed[1]}
+
+
+def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
+    """The cheaper of the two greedy passes (queue order; largest first) over ``rnd``'s open jobs.
+
+    Returns
+    -------
+    dict
+        Queue position -> GPU indices, for every open position of ``rnd``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> from palopt.solvers.round import make_round
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 1, "A"), Job("b", 2, "A")))
+    >>> {p: g.tolist() for p, g in sorted(greedy_assignment(make_round(inst)).items())}
+    {0: [0], 1: [2, 3]}
+    """
+    g = GreedyPlacer(rnd)
+    q = rnd.instance.queue
+    queue_order = list(rnd.open_positions)
+    big_first = sorted(queue_order, key=lambda p: -q[p].num_gpus)
+    return min((g.place(queue_order), g.place_split(big_first)), key=lambda o: o[0])[1]
+
+
+class GreedySolver:
+    """Cost-aware greedy placement (see the module documentation).
+
+    Parameters
+    ----------
+    mode : {"prefix", "choose"}, default "prefix"
+        Which jobs run: the admitted queue prefix, or the first-fit set
+        (see :mod:`palopt.solvers.round`).
+    keep_running : bool, default False
+        Keep selected running jobs on their current GPUs.
+    """
+
+    name = "greedy"
+
+    def __init__(self, mode: str = "prefix", keep_running: bool = False) -> None:
+        if mode not in MODES:
+            raise InputError("greedy.mode", mode, f"must be one of {', '.join(MODES)}")
+        self.mode = mode
+        self.keep_running = bool(keep_running)
+
+    def solve(self, instance: Instance, *, time_limit: float | None = None,
+              seed: int | None = None) -> PlacementResult:
+        """Place the round's jobs; ``time_limit`` and ``seed`` are ignored (deterministic)."""
+        started = time.perf_counter()
+        rnd = make_round(instance, self.mode, self.keep_running)
+        chosen = {**rnd.fixed, **greedy_assignment(rnd)}
+        settings: dict[str, Any] = {"mode": self.mode, "keep_running": self.keep_running}
+        return build_result(instance, self.name, chosen, _not_selected(rnd), started,
+                            settings=settings)
+
+
+def _not_selected(rnd: Round) -> dict[int, str]:
+    selected = set(rnd.positions)
+    return {p: "not selected: the round's GPUs are taken by earlier jobs"
+            for p in range(len(rnd.instance.queue)) if p not in selected}
+
+
+def _make(**config: Any) -> GreedySolver:
+    unknown = set(config) - {"mode", "keep_running"}
+    if unknown:
+        key = sorted(unknown)[0]
+        raise InputError(f"greedy.{key}", config[key], "unknown option for this solver")
+    return GreedySolver(**config)
+
+
+register("greedy", _make,
+         "Cost-aware greedy: cheapest server/rack/anywhere per job, best of two orders")

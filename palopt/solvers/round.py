@@ -1,0 +1,150 @@
+"""Which jobs a round places, and the fixed part of the round, shared by greedy, bounds and exact.
+
+Two selection modes, defined here once:
+
+- ``prefix``: the *admitted prefix*, the longest queue prefix whose total demand fits the available
+  (not busy) GPUs. This is the set the non-sticky heuristics place (they stop at the first job that
+  does not fit), so their costs compare directly with the exact optimum.
+- ``choose``: the set that is lexicographically best for :func:`palopt.cost.evaluate` (placing an
+  earlier job beats placing any number of later ones). Any ``k`` free GPUs are a valid placement
+  (the cluster tier holds every set), so a set of jobs can be placed if and only if its total demand
+  fits; the lexicographic optimum is then the first-fit set: walk the queue and take each job that
+  still fits. Which jobs run therefore never depends on the cost, and every solver minimises the
+  cost over that set; ``mode="choose"`` is optimal for the full lexicographic key.
+
+Running jobs (with ``current_gpus``) are ordinary jobs: they may be placed anywhere (non-sticky)
+unless ``keep_running=True``, which fixes every selected running job on its current GPUs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from palopt.errors import InputError
+from palopt.instance import Instance
+
+__all__ = ["MODES", "admitted_prefix", "select_positions", "Round", "make_round"]
+
+MODES = ("prefix", "choose")
+
+
+def admitted_prefix(instance: Instance) -> int:
+    """Length of the longest queue prefix whose total demand fits the available GPUs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.ones((1, 4)), np.ones((1, 3)),
+    ...                 (Job("a", 2, "A"), Job("b", 3, "A"), Job("c", 1, "A")))
+    >>> admitted_prefix(inst)
+    1
+    """
+    demand = np.cumsum([job.num_gpus for job in instance.queue])
+    return int(np.searchsorted(demand, instance.n_available, side="right"))
+
+
+def select_positions(instance: Instance, mode: str = "prefix") -> tuple[int, ...]:
+    """Queue positions the round places, by ``mode`` (see the module documentation).
+
+    Raises
+    ------
+    InputError
+        For an unknown mode.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.ones((1, 4)), np.ones((1, 3)),
+    ...                 (Job("a", 2, "A"), Job("b", 3, "A"), Job("c", 1, "A")))
+    >>> select_positions(inst, "prefix"), select_positions(inst, "choose")
+    ((0,), (0, 2))
+    """
+    if mode == "prefix":
+        return tuple(range(admitted_prefix(instance)))
+    if mode != "choose":
+        raise InputError("mode", mode, f"must be one of {', '.join(MODES)}")
+    left, chosen = instance.n_available, []
+    for pos, job in enumerate(instance.queue):
+        if job.num_gpus <= left:
+            chosen.append(pos)
+            left -= job.num_gpus
+    return tuple(chosen)
+
+
+@dataclass(frozen=True)
+class Round:
+    """The jobs to place this round and the GPUs they may use.
+
+    Attributes
+    ----------
+    instance : Instance
+    positions : tuple of int
+        Every selected queue position (fixed and open).
+    fixed : dict
+        Position -> GPU indices of running jobs kept on their GPUs (``keep_running``).
+    open_positions : tuple of int
+        Selected positions the solver places.
+    free : numpy.ndarray
+        Boolean mask of GPUs the open jobs may use (not busy, not fixed).
+    """
+
+    instance: Instance
+    positions: tuple[int, ...]
+    fixed: dict[int, np.ndarray]
+    open_positions: tuple[int, ...]
+    free: np.ndarray
+
+    @property
+    def multi(self) -> tuple[int, ...]:
+        """Open positions of jobs needing two or more GPUs."""
+        q = self.instance.queue
+        return tuple(p for p in self.open_positions if q[p].num_gpus > 1)
+
+    def single_groups(self) -> dict[tuple[int, float], list[int]]:
+        """Open 1-GPU jobs grouped into interchangeable commodities.
+
+        Returns
+        -------
+        dict
+            ``(class index, weight)`` -> queue positions, ascending.
+        """
+        q = self.instance.queue
+        out: dict[tuple[int, float], list[int]] = {}
+        for p in self.open_positions:
+            job = q[p]
+            if job.num_gpus == 1:
+                key = (self.instance.class_index[job.job_class], float(job.weight))
+                out.setdefault(key, []).append(p)
+        return out
+
+
+def make_round(instance: Instance, mode: str = "prefix", keep_running: bool = False) -> Round:
+    """Select the round's jobs and fix kept running jobs.
+
+    Parameters
+    ----------
+    instance : Instance
+    mode : {"prefix", "choose"}
+    keep_running : bool, default False
+        Keep every selected running job on its current GPUs.
+
+    Returns
+    -------
+    Round
+    """
+    positions = select_positions(instance, mode)
+    fixed: dict[int, np.ndarray] = {}
+    free = ~instance.busy
+    if keep_running:
+        for p in positions:
+            job = instance.queue[p]
+            if job.is_running:
+                fixed[p] = np.asarray(job.current_gpus, dtype=np.int64)
+                free[fixed[p]] = False
+    open_positions = tuple(p for p in positions if p not in fixed)
+    free.setflags(write=False)
+    return Round(instance, positions, fixed, open_positions, free)

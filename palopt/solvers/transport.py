@@ -1,0 +1,104 @@
+"""Optimal assignment of interchangeable 1-GPU jobs to GPUs: a transportation problem.
+
+Commodities (1-GPU jobs of one class and weight) send ``counts[m]`` units to distinct GPUs at
+``cost[m, g]``. The LP is totally unimodular, so HiGHS's simplex vertex is an integral optimum.
+Without ``highspy`` each commodity takes its cheapest GPUs alone: a lower bound, no assignment.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from typing import Any
+
+import numpy as np
+
+__all__ = ["transport", "HAVE_HIGHS", "new_highs"]
+
+HAVE_HIGHS = importlib.util.find_spec("highspy") is not None
+
+
+def new_highs() -> Any:
+    """A silent ``highspy.Highs`` (single thread, no log).
+
+    HiGHS prints a banner on the process's standard output when the first instance is made,
+    which would corrupt a caller's output (``palopt solve --format json``); the file descriptor
+    is pointed at the null device for that moment.
+    """
+    import highspy
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w", encoding="utf-8") as null:
+            os.dup2(null.fileno(), 1)
+            h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    h.setOptionValue("output_flag", False)
+    h.setOptionValue("threads", 1)
+    return h
+
+
+def transport(counts: list[int], cost: np.ndarray, assign: bool = True
+              ) -> tuple[float, np.ndarray | None]:
+    """Minimum cost of sending ``counts[m]`` units from each row to distinct columns.
+
+    Parameters
+    ----------
+    counts : list of int
+        Units per row (commodity); their sum must not exceed the number of columns.
+    cost : numpy.ndarray
+        ``(rows, columns)`` costs.
+    assign : bool, default True
+        Also return the assignment.
+
+    Returns
+    -------
+    value : float
+        The optimum (the independent per-row bound without ``highspy``, or for a single row).
+    x : numpy.ndarray or None
+        Boolean ``(rows, columns)`` assignment, or ``None`` without ``highspy``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> value, x = transport([1, 1], np.array([[1.0, 2.0], [1.0, 5.0]]))
+    >>> value, x.astype(int).tolist()
+    (3.0, [[0, 1], [1, 0]])
+    """
+    m, n = cost.shape
+    if not counts or sum(counts) == 0:
+        return 0.0, np.zeros((m, n), dtype=bool)
+    if m == 1 or not HAVE_HIGHS:
+        value = float(sum(np.partition(row, k - 1)[:k].sum()
+                          for row, k in zip(cost, counts, strict=True)))
+        if m == 1 and assign:
+            x = np.zeros((1, n), dtype=bool)
+            x[0, np.argsort(cost[0], kind="stable")[:counts[0]]] = True
+            return value, x
+        return value, None
+    import highspy
+
+    h = new_highs()
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = m * n, m + n
+    lp.col_cost_ = cost.ravel().astype(np.float64)
+    lp.col_lower_ = np.zeros(m * n)
+    lp.col_upper_ = np.ones(m * n)
+    lp.row_lower_ = np.r_[np.asarray(counts, dtype=np.float64), np.zeros(n)]
+    lp.row_upper_ = np.r_[np.asarray(counts, dtype=np.float64), np.ones(n)]
+    col = np.arange(m * n)
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_ = np.arange(0, 2 * m * n + 1, 2, dtype=np.int32)
+    lp.a_matrix_.index_ = np.stack([col // n, m + col % n], axis=1).ravel().astype(np.int32)
+    lp.a_matrix_.value_ = np.ones(2 * m * n)
+    h.passModel(lp)
+    h.run()
+    value = float(h.getInfo().objective_function_value)
+    if not assign:
+        return value, None
+    x = np.asarray(h.getSolution().col_value).reshape(m, n) > 0.5
+    return value, x

@@ -1,0 +1,238 @@
+"""Exact solvers against brute force, each other, the heuristics and their own bounds."""
+
+from __future__ import annotations
+
+import itertools
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from palopt import Instance, Job, build_cluster, evaluate, solve
+from palopt.cost import assert_feasible, job_cost
+from palopt.result import Status
+from palopt.solvers import get_solver
+from palopt.solvers.bounds import lower_bound
+from palopt.solvers.exact.colgen import column_generation, lagrangian_bound
+from palopt.solvers.exact.cpsat import CpSatSolver
+from palopt.solvers.exact.runner import BackendAnswer
+from palopt.solvers.greedy import greedy_assignment, round_cost
+from palopt.solvers.round import make_round, select_positions
+
+EXACT = [("cpsat", {}), ("cpsat", {"formulation": "compact"}), ("milp", {"backend": "cbc"}),
+         ("milp", {"backend": "highs"})]
+HEURISTICS = ["greedy", "pal", "pmfirst", "packed-nonsticky", "random-nonsticky"]
+TOL = 1e-6
+
+
+def brute_force(inst: Instance, mode: str = "prefix", keep_running: bool = False) -> float:
+    """Least weighted cost of the selected jobs over every assignment (DP over used-GPU masks)."""
+    rnd = make_round(inst, mode, keep_running)
+    free = [int(g) for g in np.flatnonzero(rnd.free)]
+    jobs = [inst.queue[p] for p in rnd.open_positions]
+    fixed = sum(job_cost(inst, inst.queue[p], g).cost * inst.queue[p].weight
+                for p, g in rnd.fixed.items())
+
+    @cache
+    def best(i: int, used: frozenset[int]) -> float:
+        if i == len(jobs):
+            return 0.0
+        job = jobs[i]
+        out = np.inf
+        for combo in itertools.combinations([g for g in free if g not in used], job.num_gpus):
+            cost = job.weight * job_cost(inst, job, combo).cost
+            out = min(out, cost + best(i + 1, used | frozenset(combo)))
+        return out
+
+    return fixed + best(0, frozenset())
+
+
+@st.composite
+def tiny_instances(draw: st.DrawFn) -> Instance:
+    """At most 12 GPUs, at most 5 queued jobs, one or two classes, ties likely."""
+    shape = draw(st.sampled_from([(1, 2, 2), (1, 3, 2), (2, 2, 2), (1, 2, 4), (1, 3, 4),
+                                  (2, 1, 4), (3, 2, 2), (1, 4, 3)]))
+    topo = build_cluster(*shape)
+    n = topo.n_gpus
+    classes = ("A", "B")[: draw(st.integers(1, 2))]
+    levels = draw(st.sampled_from([(1.0, 1.1, 1.5), (0.9, 1.0, 1.02, 1.3, 2.0)]))
+    sd = np.array([[draw(st.sampled_from(levels)) for _ in range(n)] for _ in classes])
+    rack, cluster = draw(st.sampled_from([(1.7, 1.7), (1.5, 2.0), (1.0, 1.3)]))
+    pen = np.array([[1.0, rack, cluster][: len(topo.tiers)] for _ in classes])
+    busy = np.zeros(n, dtype=bool)
+    if draw(st.booleans()):
+        busy[draw(st.integers(0, n - 1))] = True
+    queue, held = [], set()
+    for i in range(draw(st.integers(1, 5))):
+        k = draw(st.integers(1, 3))
+        cls = draw(st.sampled_from(classes))
+        weight = draw(st.sampled_from([1.0, 1.0, 2.0]))
+        current: tuple[int, ...] = ()
+        free = [g for g in range(n) if not busy[g] and g not in held]
+        if draw(st.integers(0, 3)) == 0 and len(free) >= k:
+            current = tuple(sorted(draw(st.permutations(free))[:k]))
+            held.update(current)
+        queue.append(Job(f"j{i}", k, cls, weight, current))
+    return Instance(topo, classes, sd, pen, tuple(queue), busy)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_instances(), mode=st.sampled_from(["prefix", "choose"]),
+       keep=st.booleans())
+def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) -> None:
+    optimum = brute_force(inst, mode, keep)
+    selected = set(select_positions(inst, mode))
+    results = []
+    for name, options in EXACT:
+        r = solve(inst, name, mode=mode, keep_running=keep, **options)
+        assert_feasible(inst, r.assignment())
+        assert r.status == Status.OPTIMAL, (name, options, r.status)
+        assert r.objective == pytest.approx(optimum, rel=TOL, abs=1e-9), (name, options)
+        assert r.bound is not None and r.bound <= optimum + 1e-9
+        assert {p for p, jp in enumerate(r.placements) if jp.placed} == selected
+        if keep:
+            for jp, job in zip(r.placements, inst.queue, strict=True):
+                if job.is_running and jp.placed:
+                    assert jp.gpus == tuple(sorted(job.current_gpus))
+        results.append(r)
+    # cpsat and milp agree (they may differ among equal-cost placements)
+    assert len({round(r.objective, 6) for r in results}) == 1
+    rnd = make_round(inst, mode, keep)
+    assert lower_bound(rnd) + round_cost(inst, rnd.fixed) <= optimum + 1e-9
+    if rnd.open_positions:
+        ub = round_cost(inst, greedy_assignment(rnd))
+        assert lagrangian_bound(rnd, ub, time_limit=1.0) + round_cost(inst, rnd.fixed) \
+            <= optimum + 1e-9
+    if rnd.multi:
+        cg = column_generation(rnd, greedy_assignment(rnd), time_limit=2.0)
+        assert cg.bound + round_cost(inst, rnd.fixed) <= optimum + 1e-7
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_instances())
+def test_no_heuristic_beats_the_proven_optimum(inst: Instance) -> None:
+    exact = solve(inst, "cpsat")
+    assert exact.status == Status.OPTIMAL, exact.settings
+    for name in HEURISTICS:
+        r = solve(inst, name, seed=3)
+        assert_feasible(inst, r.assignment())
+        if r.n_placed == exact.n_placed and evaluate(inst, r.assignment()).placed == \
+                evaluate(inst, exact.assignment()).placed:
+            assert r.objective >= exact.objective - TOL * exact.objective - 1e-9, name
+
+
+def test_scaling_keeps_the_optimal_placement_on_close_costs() -> None:
+    # Slowdowns 1e-5 apart: the float costs of different placements differ in the 5th digit.
+    topo = build_cluster(1, 3, 4)
+    rng = np.random.default_rng(7)
+    sd = 1.0 + 1e-5 * rng.permutation(12)[None, :]
+    pen = np.array([[1.0, 1.7, 1.7]])
+    queue = (Job("a", 3, "A"), Job("b", 2, "A"), Job("c", 1, "A"), Job("d", 4, "A"))
+    inst = Instance(topo, ("A",), sd, pen, queue)
+    optimum = brute_force(inst)
+    for name, options in EXACT:
+        r = solve(inst, name, gap=0.0, **options)
+        assert r.status == Status.OPTIMAL
+        assert r.objective == pytest.approx(optimum, rel=1e-12, abs=1e-12), (name, options)
+    # A scale too coarse to see the differences proves a tie, not the better placement.
+    coarse = solve(inst, "cpsat", gap=0.0, scale=10, formulation="compact")
+    assert coarse.objective >= optimum
+
+
+def test_highs_never_gets_a_start() -> None:
+    # Regression guard: HiGHS 1.16 with a start and presolve on reported "optimal" below the
+    # true optimum; the highs back end must never be started.
+    solver = get_solver("milp", backend="highs", warm_start=True)
+    assert solver.warm_start is False
+    inst = _sample(64, 1.0, 1)
+    r = solver.solve(inst, time_limit=5)
+    ref = solve(inst, "cpsat", time_limit=5)
+    assert r.settings["warm_start"] is False
+    assert r.bound <= ref.objective + 1e-6
+    assert ref.bound <= r.objective + 1e-6
+
+
+def _sample(n: int, load: float, seed: int) -> Instance:
+    from palopt.bench.families import Family, make_instance
+
+    return make_instance(Family(n, 4, load, "longhorn"), seed)
+
+
+def test_cpsat_and_milp_agree_on_small_families() -> None:
+    for seed in range(3):
+        inst = _sample(16, 1.0, seed)
+        objs = [solve(inst, name, **opts).objective for name, opts in EXACT]
+        assert max(objs) - min(objs) <= TOL * max(objs)
+
+
+def test_time_limited_answer_is_not_reported_optimal() -> None:
+    inst = _sample(256, 1.0, 0)
+    r = solve(inst, "cpsat", time_limit=0.5)
+    assert_feasible(inst, r.assignment())
+    assert r.status in (Status.FEASIBLE, Status.NO_SOLUTION)
+    assert r.bound is not None and r.bound < r.objective
+    assert r.gap > 0
+
+
+class _NoAnswer(CpSatSolver):
+    def run(self, sp, start, time_limit, seed):  # type: ignore[no-untyped-def]
+        return BackendAnswer(Status.NO_SOLUTION, None, None)
+
+
+class _WrongAnswer(CpSatSolver):
+    def run(self, sp, start, time_limit, seed):  # type: ignore[no-untyped-def]
+        return BackendAnswer(Status.OPTIMAL, np.zeros(sp.n_vars), 0.0)
+
+
+@pytest.mark.parametrize("cls", [_NoAnswer, _WrongAnswer])
+def test_no_solution_returns_the_greedy_placement(cls: type[CpSatSolver]) -> None:
+    inst = _sample(64, 1.0, 0)
+    r = cls(formulation="compact").solve(inst)
+    assert r.status == Status.NO_SOLUTION
+    assert "fallback" in r.settings
+    greedy = solve(inst, "greedy")
+    assert r.assignment() == greedy.assignment()
+    assert r.bound <= r.objective
+
+
+def test_deterministic_for_seed_and_workers() -> None:
+    inst = _sample(16, 1.0, 2)
+    a = solve(inst, "cpsat", seed=5, workers=1)
+    b = solve(inst, "cpsat", seed=5, workers=1)
+    assert a.assignment() == b.assignment() and a.objective == b.objective
+
+
+def test_choose_mode_backfills_and_wins_the_lexicographic_key() -> None:
+    topo = build_cluster(1, 2, 2)
+    inst = Instance(topo, ("A",), np.array([[1.0, 1.2, 1.0, 1.1]]), np.array([[1.0, 1.5, 1.5]]),
+                    (Job("a", 2, "A"), Job("b", 3, "A"), Job("c", 1, "A")))
+    prefix = solve(inst, "cpsat", mode="prefix")
+    choose = solve(inst, "cpsat", mode="choose")
+    assert prefix.n_placed == 1 and choose.n_placed == 2
+    assert evaluate(inst, choose.assignment()).key < evaluate(inst, prefix.assignment()).key
+    assert choose.objective == pytest.approx(brute_force(inst, "choose"))
+
+
+def test_running_jobs_move_unless_kept() -> None:
+    topo = build_cluster(1, 2, 2)
+    sd = np.array([[1.5, 1.5, 1.0, 1.0]])
+    inst = Instance(topo, ("A",), sd, np.array([[1.0, 1.7, 1.7]]),
+                    (Job("r", 2, "A", current_gpus=(0, 1)),))
+    moved = solve(inst, "cpsat")
+    kept = solve(inst, "cpsat", keep_running=True)
+    assert moved.assignment()["r"] == (2, 3) and moved.placements[0].action == "migrate"
+    assert kept.assignment()["r"] == (0, 1) and kept.placements[0].action == "keep"
+    assert kept.status == Status.OPTIMAL
+
+
+def test_bad_options_name_the_field() -> None:
+    from palopt.errors import InputError
+
+    with pytest.raises(InputError, match="cpsat.mode"):
+        get_solver("cpsat", mode="all")
+    with pytest.raises(InputError, match="milp.backend"):
+        get_solver("milp", backend="gurobi")
+    with pytest.raises(InputError, match="cpsat.colour"):
+        get_solver("cpsat", colour=1)

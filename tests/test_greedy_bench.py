@@ -1,0 +1,89 @@
+"""The admitted prefix, the cost-aware greedy, the cheap bound and the benchmark command."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from palopt import Instance, Job, build_cluster, solve
+from palopt.bench.families import Family, make_instance, sample_slowdowns
+from palopt.bench.runner import SolverSpec, run_instance
+from palopt.cli import main
+from palopt.cost import assert_feasible
+from palopt.solvers.bounds import lower_bound
+from palopt.solvers.round import admitted_prefix, make_round
+
+
+def test_admitted_prefix_is_the_longest_fitting_prefix() -> None:
+    topo = build_cluster(1, 2, 4)
+    busy = np.zeros(8, dtype=bool)
+    busy[:2] = True
+    queue = (Job("a", 3, "A"), Job("b", 3, "A"), Job("c", 1, "A"), Job("d", 1, "A"))
+    inst = Instance(topo, ("A",), np.ones((1, 8)), np.ones((1, 3)), queue, busy)
+    assert admitted_prefix(inst) == 2  # 6 available: 3 + 3 fit, 3 + 3 + 1 does not
+    assert make_round(inst, "choose").positions == (0, 1)
+
+
+def test_pal_and_greedy_place_the_admitted_prefix() -> None:
+    inst = make_instance(Family(64, 4, 1.0, "longhorn"), 0)
+    n = admitted_prefix(inst)
+    for name in ("pal", "greedy", "packed-nonsticky"):
+        r = solve(inst, name)
+        assert_feasible(inst, r.assignment())
+        assert [p.placed for p in r.placements] == [i < n for i in range(len(inst.queue))]
+
+
+def test_greedy_takes_the_cheapest_tier() -> None:
+    # Server 0 has one slow GPU; a 2-GPU job is cheaper on server 1 than across servers.
+    topo = build_cluster(1, 2, 2)
+    inst = Instance(topo, ("A",), np.array([[1.0, 1.3, 1.05, 1.1]]),
+                    np.array([[1.0, 2.0, 2.0]]), (Job("j", 2, "A"),))
+    r = solve(inst, "greedy")
+    assert r.assignment()["j"] == (2, 3)
+    assert r.objective == pytest.approx(1.1)
+
+
+def test_greedy_scales_to_4096_gpus() -> None:
+    inst = make_instance(Family(4096, 8, 0.5, "synthetic"), 0)
+    r = solve(inst, "greedy")
+    assert_feasible(inst, r.assignment())
+    assert r.wall_time < 5.0  # about 0.3 s measured; generous for a shared CI machine
+    bound = lower_bound(make_round(inst))
+    assert bound <= r.objective
+
+
+def test_slowdown_profiles_are_deterministic_and_positive() -> None:
+    for profile in ("longhorn", "synthetic"):
+        a = sample_slowdowns(100, profile, np.random.default_rng(1))
+        b = sample_slowdowns(100, profile, np.random.default_rng(1))
+        assert a.shape == (4, 100) and (a > 0).all() and np.array_equal(a, b)
+
+
+def test_run_instance_reports_gaps_to_the_optimum() -> None:
+    specs = [SolverSpec.parse(s) for s in ("pal", "greedy", "cpsat", "milp:highs")]
+    rows = run_instance(Family(16, 4, 1.0, "longhorn"), 0, specs, 5.0, 256, 1.0)
+    assert {r.solver for r in rows} == {"pal", "greedy", "cpsat", "milp:highs"}
+    assert all(r.reference_kind == "optimum" for r in rows)
+    assert all(r.gap >= -1e-6 for r in rows)
+    assert min(r.gap for r in rows if r.solver == "cpsat") == pytest.approx(0, abs=1e-6)
+
+
+def test_bench_command_writes_table_csv(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    code = main(["bench", "--sizes", "16", "--gpus-per-server", "4", "--loads", "1.0",
+                 "--profiles", "synthetic", "--seeds", "1", "--solvers", "pal,greedy,cpsat",
+                 "--time-limit", "3", "--out", str(tmp_path), "--no-plot"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "gap med" in out and "cpsat" in out
+    with (tmp_path / "summary.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert {r["solver"] for r in rows} == {"pal", "greedy", "cpsat"}
+
+
+def test_bench_command_rejects_bad_input(capsys: pytest.CaptureFixture) -> None:
+    assert main(["bench", "--sizes", "10", "--gpus-per-server", "4"]) == 2
+    assert "--sizes" in capsys.readouterr().err
+    assert main(["bench", "--profiles", "mars"]) == 2
