@@ -18,7 +18,7 @@ from palopt.errors import PaloptError
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = ("palopt.commands.solve",)
+COMMAND_MODULES = ("palopt.commands.solve", "palopt.commands.simulate")
 
 
 class _Parser(argparse.ArgumentParser):

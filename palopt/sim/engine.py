@@ -521,7 +521,7 @@ class Simulator:
 
 
 def simulate(topology: Topology, profile: ClusterProfile, trace: Sequence[TraceJob],
-             solver: str = "pal", policy: str = "fifo",
+             solver: str | Solver = "pal", policy: str | SchedulingPolicy = "fifo",
              config: SimConfig | None = None) -> SimResult:
     """Run a whole simulation (see :class:`Simulator`).
 
