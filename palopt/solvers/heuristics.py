@@ -1,20 +1,39 @@
-"""PAL, PM-First, Packed and Random placement, sticky and non-sticky.
+"""PAL, PM-First, Packed and Random placement, sticky and non-sticky, as the PAL artifact does it.
 
-Each policy is a *chooser*: given the free pool and a job, it returns GPUs or ``None``. A *frame*
-decides the order jobs are offered in and what happens to running jobs:
+Each policy is a *chooser*: given the free pool, a class index and a GPU count, it returns GPUs
+or ``None``. A *frame* decides the order jobs are offered in and what happens to running jobs:
 
-- non-sticky: every running job gives up its GPUs; the queue is placed in order (PAL and PM-First
-  first stable-sort the admitted window by class) and placement stops at the first job that does
-  not fit (no backfill). A job placed on exactly its old GPUs keeps running.
-- sticky: running jobs keep their GPUs; waiting jobs are placed in queue order; a job that does not
-  fit preempts running jobs ranked below it, lowest first, one at a time, until it fits; if it still
-  does not fit, placement stops for the round.
+- non-sticky: every running job gives up its GPUs first; the queue is placed in order (PAL and
+  PM-First first stable-sort the *window*, the longest queue prefix whose demands fit the
+  available GPUs, by class priority) and placement stops at the first job that does not fit (no
+  backfill). A job placed on exactly its old GPUs keeps running (action ``keep``).
+- sticky: running jobs keep their GPUs; the others are offered in queue order. A job that does
+  not fit preempts the running jobs ranked below it, lowest-ranked first, one at a time,
+  retrying after each; if it still does not fit, placement stops for the round (the jobs
+  preempted on the way stay stopped). A preempted job is offered again when the walk reaches
+  its own queue position, like any waiting job. Running jobs ranked above are never moved.
+
+Two variants of PAL and PM-First (``get_solver("pal", variant=...)``):
+
+- ``"artifact"`` (default): the artifact's choices, quirks included.
+- ``"fixed"``: the same with its plain bugs fixed:
+
+  1. PAL's walk over (level, within | across) options is sorted by expected cost only, so on
+     a cost tie (a value ``v`` equal to ``P x v'``) the artifact's order depends on which of the
+     two values first appears in its GPU table. Fixed: on a tie, within one server comes first
+     (then the faster level).
+  2. PM-First's locality score ``|group size - N|`` rates a group too small to hold the job as
+     good as a larger one, so an N-GPU job that fits on one server at its best level can be
+     split across servers and pay the locality penalty; it also scores against the job's full
+     size even when faster levels already supplied part of it. Fixed: groups able to hold all
+     the GPUs still needed come first, tightest first; then the others, largest first.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,55 +44,141 @@ from palopt.result import PlacementResult
 from palopt.solvers.base import build_result, register
 from palopt.solvers.pool import FreePool
 
-__all__ = ["HeuristicSolver", "choose_pal", "choose_pmfirst", "choose_packed", "choose_random"]
+__all__ = [
+    "HeuristicSolver",
+    "RoundContext",
+    "VARIANTS",
+    "pal_walk_ranks",
+    "choose_pal",
+    "choose_pmfirst",
+    "choose_packed",
+    "choose_random",
+]
 
-Chooser = Callable[[FreePool, int, Job, np.random.Generator], "np.ndarray | None"]
+VARIANTS = ("artifact", "fixed")
 
 
-def choose_pmfirst(pool: FreePool, c: int, job: Job, rng: np.random.Generator) -> np.ndarray | None:
-    """PM-First over all free GPUs (see :meth:`FreePool.pm_first`)."""
-    return pool.pm_first(c, job.num_gpus)
+@dataclass(frozen=True)
+class RoundContext:
+    """What a chooser may use besides the pool: the seeded generator, the variant, and PAL's
+    walk order per class (``walk[c]`` = ranks of the within and across options per level)."""
+
+    rng: np.random.Generator
+    fixed: bool = False
+    walk: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
 
 
-def choose_pal(pool: FreePool, c: int, job: Job, rng: np.random.Generator) -> np.ndarray | None:
-    """PAL: walk (slowdown level, within one server | across servers) options by expected cost.
+Chooser = Callable[[FreePool, int, int, RoundContext], "np.ndarray | None"]
 
-    For each distinct slowdown level ``v`` of the class there are two options: one server with
-    ``N`` free GPUs no slower than ``v`` (expected cost ``v`` times the server-tier penalty), and
-    any ``N`` free GPUs no slower than ``v`` picked by PM-First (expected cost ``v`` times the
-    penalty of the first tier above the server). Options are tried cheapest first (stable: within
-    before across on ties). Jobs of one GPU, or larger than a server, use PM-First directly.
+
+def pal_walk_ranks(values: np.ndarray, first_seen: np.ndarray, within_pen: float,
+                   across_pen: float | None, fixed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Position of each (level, within) and (level, across) option in PAL's walk.
+
+    The options are sorted by expected cost, ``v x within_pen`` and ``v x across_pen``. Ties
+    follow the artifact's list order (values in order of first appearance in the GPU table,
+    within before across for one value) or, if ``fixed``, within first, then the faster level.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        Distinct slowdown values of the class, ascending (index = level).
+    first_seen : numpy.ndarray
+        Lowest GPU index having each level.
+    within_pen, across_pen : float
+        Penalties of the server tier and of the tier above it (``None``: no tier above, so no
+        across option).
+    fixed : bool
+        Use the fixed tie-break.
+
+    Returns
+    -------
+    (numpy.ndarray, numpy.ndarray)
+        Ranks of the within options and of the across options, by level (across ranks are all
+        larger than any within rank when there is no across option).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> w, a = pal_walk_ranks(np.array([1.0, 1.2, 2.0]), np.array([0, 1, 2]), 1.0, 1.7, False)
+    >>> w.tolist(), a.tolist()
+    ([0, 1, 3], [2, 4, 5])
     """
-    n = job.num_gpus
-    per_server = pool.max_server_size
-    if n == 1 or n > per_server:
-        return pool.pm_first(c, n)
-    values = pool.values[c]
-    pen = pool.instance.penalty[c]
-    st = pool.instance.topology.server_tier
-    within_pen = pen[st]
-    across_pen = pen[st + 1] if len(pen) > st + 1 else None
-    keys = [(v * within_pen, lvl, 0) for lvl, v in enumerate(values)]
-    if across_pen is not None:
-        keys += [(v * across_pen, lvl, 1) for lvl, v in enumerate(values)]
-    keys.sort(key=lambda k: (k[0], k[1], k[2]))
-    cum = pool.cum[c]
-    for _, lvl, across in keys:
-        if across:
-            if pool.cum_total[c][lvl] >= n:
-                return pool.pm_first(c, n, lvl)
-        else:
-            row = cum[lvl]
-            s = int(np.argmax(row))
-            if row[s] >= n:
-                return pool.lowest_on_server(c, s, n)
-    return None
+    n_levels = len(values)
+    levels = np.arange(n_levels)
+    pens = [within_pen] if across_pen is None else [within_pen, across_pen]
+    cost = np.concatenate([values * p for p in pens])
+    kind = np.repeat(np.arange(len(pens)), n_levels)
+    level = np.tile(levels, len(pens))
+    if fixed:
+        order = np.lexsort((level, kind, cost))
+    else:
+        appearance = np.empty(n_levels, dtype=np.int64)
+        appearance[np.argsort(first_seen, kind="stable")] = levels
+        order = np.lexsort((kind, appearance[level], cost))
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    within = rank[:n_levels]
+    across = rank[n_levels:] if across_pen is not None else np.full(n_levels, len(order))
+    return within, across
 
 
-def choose_packed(pool: FreePool, c: int, job: Job, rng: np.random.Generator) -> np.ndarray | None:
-    """Packed: a server with exactly N free GPUs, else the tightest server with enough, else
-    the emptiest servers first."""
-    n = job.num_gpus
+def _round_context(pool: FreePool, policy: str, fixed: bool,
+                   rng: np.random.Generator) -> RoundContext:
+    if policy != "pal":
+        return RoundContext(rng, fixed)
+    inst = pool.instance
+    st = inst.topology.server_tier
+    has_across = inst.penalty.shape[1] > st + 1
+    walk = tuple(
+        pal_walk_ranks(pool.values[c], pool.first_seen[c], float(inst.penalty[c, st]),
+                       float(inst.penalty[c, st + 1]) if has_across else None, fixed)
+        for c in range(len(inst.classes))
+    )
+    return RoundContext(rng, fixed, walk)
+
+
+def choose_pmfirst(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray | None:
+    """PM-First over all free GPUs (see :meth:`FreePool.pm_first`)."""
+    return pool.pm_first(c, n, best_fit=ctx.fixed)
+
+
+def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray | None:
+    """PAL: the first feasible option of the walk (see :func:`pal_walk_ranks`).
+
+    A (level ``l``, within) option is feasible if a server has ``n`` free GPUs of level
+    ``<= l``; it takes the server with the most such GPUs (the first on ties) and its first
+    ``n`` such GPUs by index (the artifact's first minimal combination). A (level ``l``, across)
+    option is feasible if ``n`` free GPUs have level ``<= l``; it takes PM-First over them.
+    Jobs of one GPU, or larger than a server, use PM-First over all free GPUs.
+
+    Both kinds of option are monotone in the level, so the walk reduces to comparing the rank
+    of the first feasible within option with that of the first feasible across option.
+    """
+    if n == 1 or n > pool.max_server_size:
+        return pool.pm_first(c, n, best_fit=ctx.fixed)
+    top = pool.level_for(c, n)
+    if top is None:
+        return None
+    within, across = ctx.walk[c]
+    if pool.server_free.max() >= n:
+        limit = across[top]
+        cnt = pool.cnt[c]
+        run = np.zeros(pool.n_servers, dtype=cnt.dtype)
+        for lvl in range(len(within)):
+            if within[lvl] > limit:
+                break
+            run += cnt[lvl]
+            s = int(np.argmax(run))
+            if run[s] >= n:
+                return pool.server_gpus_at(c, s, lvl)[:n]
+    return pool.pm_first(c, n, best_fit=ctx.fixed)
+
+
+def choose_packed(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray | None:
+    """Packed: the first server with exactly ``n`` free GPUs; else the server with the fewest
+    free GPUs that are still enough (the first on ties), its first ``n``; else, if enough are
+    free in total, whole servers, most free GPUs first (the first on ties)."""
     if pool.n_free < n:
         return None
     free = pool.server_free
@@ -82,24 +187,24 @@ def choose_packed(pool: FreePool, c: int, job: Job, rng: np.random.Generator) ->
         return pool.server_gpus(int(exact[0]))
     enough = free >= n
     if enough.any():
-        s = int(np.argmin(np.where(enough, free, np.iinfo(np.int64).max)))
+        s = int(np.argmin(np.where(enough, free, np.iinfo(free.dtype).max)))
         return pool.server_gpus(s)[:n]
     order = np.argsort(-free, kind="stable")
-    out, need = [], n
+    parts, need = [], n
     for s in order:
         gpus = pool.server_gpus(int(s))[:need]
-        out.append(gpus)
+        parts.append(gpus)
         need -= len(gpus)
         if need == 0:
             break
-    return np.concatenate(out)
+    return np.concatenate(parts)
 
 
-def choose_random(pool: FreePool, c: int, job: Job, rng: np.random.Generator) -> np.ndarray | None:
-    """Random: N GPUs drawn uniformly from all free GPUs."""
-    if pool.n_free < job.num_gpus:
+def choose_random(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray | None:
+    """Random: ``n`` GPUs drawn uniformly from all free GPUs (servers ignored)."""
+    if pool.n_free < n:
         return None
-    return np.sort(rng.choice(np.flatnonzero(pool.free), job.num_gpus, replace=False))
+    return ctx.rng.choice(np.flatnonzero(pool.free), n, replace=False)
 
 
 CHOOSERS: dict[str, Chooser] = {
@@ -111,17 +216,12 @@ CHOOSERS: dict[str, Chooser] = {
 
 
 def _class_sorted_order(instance: Instance, cls: np.ndarray) -> list[int]:
-    """The admitted window (queue prefix that fits the cluster) stable-sorted by class, then
-    the rest of the queue."""
-    capacity = instance.n_available
-    used, end = 0, 0
-    for job in instance.queue:
-        if used + job.num_gpus > capacity:
-            break
-        used += job.num_gpus
-        end += 1
-    window = sorted(range(end), key=lambda i: cls[i])
-    return window + list(range(end, len(instance.queue)))
+    """The window (longest queue prefix whose demands fit the available GPUs) stable-sorted by
+    class priority (the order of ``instance.classes``), then the rest of the queue."""
+    demand = np.cumsum([job.num_gpus for job in instance.queue])
+    end = int(np.searchsorted(demand, instance.n_available, side="right"))
+    window = np.argsort(cls[:end], kind="stable")
+    return window.tolist() + list(range(end, len(instance.queue)))
 
 
 def _blocked(at: Job) -> str:
@@ -132,21 +232,27 @@ def _too_few(pool: FreePool, job: Job) -> str:
     return f"needs {job.num_gpus} GPUs, {pool.n_free} free"
 
 
-def place_nonsticky(instance: Instance, chooser: Chooser, rng: np.random.Generator,
-                    class_sort: bool) -> tuple[dict[int, np.ndarray], dict[int, str]]:
+Placed = tuple[dict[int, np.ndarray], dict[int, str]]
+
+
+def place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
+                    fixed: bool, class_sort: bool) -> Placed:
     """Non-sticky frame; returns queue position -> GPUs and -> reason."""
     pool = FreePool(instance)
+    ctx = _round_context(pool, policy, fixed, ctx_rng)
+    chooser = CHOOSERS[policy]
     cls = instance.job_class_indices()
-    order = _class_sorted_order(instance, cls) if class_sort else range(len(instance.queue))
+    queue = instance.queue
+    order = _class_sorted_order(instance, cls) if class_sort else range(len(queue))
     chosen: dict[int, np.ndarray] = {}
     reasons: dict[int, str] = {}
     stopped: Job | None = None
     for pos in order:
-        job = instance.queue[pos]
+        job = queue[pos]
         if stopped is not None:
             reasons[pos] = _blocked(stopped)
             continue
-        gpus = chooser(pool, int(cls[pos]), job, rng)
+        gpus = chooser(pool, int(cls[pos]), job.num_gpus, ctx)
         if gpus is None:
             reasons[pos] = _too_few(pool, job)
             stopped = job
@@ -156,40 +262,44 @@ def place_nonsticky(instance: Instance, chooser: Chooser, rng: np.random.Generat
     return chosen, reasons
 
 
-def place_sticky(instance: Instance, chooser: Chooser, rng: np.random.Generator
-                 ) -> tuple[dict[int, np.ndarray], dict[int, str]]:
+def place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
+                 fixed: bool) -> Placed:
     """Sticky frame; returns queue position -> GPUs and -> reason."""
     pool = FreePool(instance)
+    ctx = _round_context(pool, policy, fixed, ctx_rng)
+    chooser = CHOOSERS[policy]
     cls = instance.job_class_indices()
     queue = instance.queue
     chosen: dict[int, np.ndarray] = {}
     reasons: dict[int, str] = {}
-    for pos, job in enumerate(queue):
-        if job.is_running:
-            gpus = np.asarray(job.current_gpus, dtype=np.int64)
-            pool.take(gpus)
-            chosen[pos] = gpus
+    holders = [pos for pos, job in enumerate(queue) if job.is_running]  # ascending
+    if holders:
+        held = np.concatenate([np.asarray(queue[p].current_gpus, dtype=np.int64)
+                               for p in holders])
+        pool.take(held)
+        for p in holders:
+            chosen[p] = np.asarray(queue[p].current_gpus, dtype=np.int64)
     stopped: Job | None = None
     for pos, job in enumerate(queue):
-        if job.is_running:
+        if pos in chosen:
             continue
         if stopped is not None:
-            reasons[pos] = _blocked(stopped)
+            reasons.setdefault(pos, _blocked(stopped))
             continue
-        gpus = chooser(pool, int(cls[pos]), job, rng)
-        victims = [p for p in chosen if p > pos]
-        while gpus is None and victims:
-            victim = max(victims)
-            victims.remove(victim)
+        c = int(cls[pos])
+        gpus = chooser(pool, c, job.num_gpus, ctx)
+        while gpus is None and holders and holders[-1] > pos:
+            victim = holders.pop()
             pool.release(chosen.pop(victim))
             reasons[victim] = f"preempted for job {job.id!r}"
-            gpus = chooser(pool, int(cls[pos]), job, rng)
+            gpus = chooser(pool, c, job.num_gpus, ctx)
         if gpus is None:
             reasons[pos] = _too_few(pool, job)
             stopped = job
             continue
         pool.take(gpus)
         chosen[pos] = gpus
+        reasons.pop(pos, None)
     return chosen, reasons
 
 
@@ -204,40 +314,62 @@ class HeuristicSolver:
     sticky : bool
         Keep running jobs on their GPUs (see the module documentation).
     class_sort : bool
-        Stable-sort the admitted window by class before placing (PAL and PM-First).
+        Stable-sort the window by class before placing (PAL and PM-First).
+    variant : {"artifact", "fixed"}, default "artifact"
+        PAL and PM-First only: the artifact's choices, or with its plain bugs fixed (listed in
+        the module documentation).
+
+    Raises
+    ------
+    InputError
+        For an unknown policy or variant.
+
+    Examples
+    --------
+    >>> from palopt.solvers.base import get_solver
+    >>> get_solver("pal", variant="fixed").variant
+    'fixed'
     """
 
-    def __init__(self, name: str, policy: str, sticky: bool, class_sort: bool) -> None:
+    def __init__(self, name: str, policy: str, sticky: bool, class_sort: bool,
+                 variant: str = "artifact") -> None:
         if policy not in CHOOSERS:
             raise InputError("policy", policy, f"must be one of {', '.join(CHOOSERS)}")
+        if variant not in VARIANTS:
+            raise InputError(f"{name}.variant", variant, f"must be one of {', '.join(VARIANTS)}")
         self.name = name
         self.policy = policy
         self.sticky = sticky
         self.class_sort = class_sort
+        self.variant = variant
 
     def solve(self, instance: Instance, *, time_limit: float | None = None,
               seed: int | None = None) -> PlacementResult:
         """Place the queue. ``time_limit`` is ignored (heuristics take milliseconds)."""
         started = time.perf_counter()
         rng = np.random.default_rng(seed)
-        chooser = CHOOSERS[self.policy]
+        fixed = self.variant == "fixed"
         if self.sticky:
-            chosen, reasons = place_sticky(instance, chooser, rng)
+            chosen, reasons = place_sticky(instance, self.policy, rng, fixed)
         else:
-            chosen, reasons = place_nonsticky(instance, chooser, rng, self.class_sort)
+            chosen, reasons = place_nonsticky(instance, self.policy, rng, fixed, self.class_sort)
         settings: dict[str, Any] = {"policy": self.policy, "sticky": self.sticky,
                                     "class_sort": self.class_sort}
+        if self.policy in ("pal", "pmfirst"):
+            settings["variant"] = self.variant
         if self.policy == "random":
             settings["seed"] = seed
         return build_result(instance, self.name, chosen, reasons, started, settings=settings)
 
 
 def _factory(name: str, policy: str, sticky: bool, class_sort: bool) -> Callable[..., Any]:
+    options = ("variant",) if policy in ("pal", "pmfirst") else ()
+
     def make(**config: Any) -> HeuristicSolver:
-        if config:
-            key = next(iter(config))
-            raise InputError(f"{name}.{key}", config[key], "unknown option for this solver")
-        return HeuristicSolver(name, policy, sticky, class_sort)
+        for key in config:
+            if key not in options:
+                raise InputError(f"{name}.{key}", config[key], "unknown option for this solver")
+        return HeuristicSolver(name, policy, sticky, class_sort, **config)
 
     return make
 
