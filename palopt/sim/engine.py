@@ -267,7 +267,14 @@ class Simulator:
         self.solver_name = solver if isinstance(solver, str) else getattr(solver, "name", "solver")
         self.solver: Solver = get_solver(solver) if isinstance(solver, str) else solver
         self.policy = get_policy(policy)
-        self.deterministic = not self.solver_name.startswith("random")
+        sticky = getattr(self.solver, "sticky", None)
+        # A round whose input equals the last one's, after a decision that changed nothing,
+        # gets the same decision again: true of deterministic solvers, and of the random sticky
+        # frame too (its chooser draws only when a job fits, which would have changed something).
+        self.reusable = not self.solver_name.startswith("random") or sticky is True
+        # The non-sticky heuristics stop at the first job that does not fit and the jobs past
+        # the window (the longest prefix that fits the cluster) never fit: pass them no further.
+        self._cut_window = sticky is False and not cfg.backfill
         self.penalty = penalty_matrix(topology, profile.classes, cfg.penalties)
         self.class_index = {c: i for i, c in enumerate(profile.classes)}
         # The charged cost uses the one cost definition over the charged profile.
@@ -366,6 +373,9 @@ class Simulator:
         return len(new)
 
     def _solve(self, order: np.ndarray) -> PlacementResult:
+        if self._cut_window:
+            demand = np.cumsum(self.jobs.num_gpus[order])
+            order = order[: int(np.searchsorted(demand, self.topology.n_gpus, side="right")) + 1]
         queue = tuple(self._job(j) for j in order.tolist())
         instance = self._base_instance.replace_queue(queue)
         result = self.solver.solve(instance, time_limit=self.config.time_limit,
@@ -407,7 +417,13 @@ class Simulator:
         owner = np.full(self.topology.n_gpus, -1, dtype=np.int64)
         started = preempted = migrated = 0
         changes: list[tuple[int, tuple[int, ...]]] = []
-        for j, p in zip(order.tolist(), result.placements, strict=True):
+        decided = len(result.placements)
+        for j in order[decided:].tolist():  # cut off before the solver: not placed
+            if jt.gpus[j]:
+                changes.append((j, ()))
+                preempted += 1
+                jt.preemptions[j] += 1
+        for j, p in zip(order[:decided].tolist(), result.placements, strict=True):
             if p.job_id != jt.jobs[j].id:
                 raise PaloptError(f"solver {self.solver_name} returned placements out of order")
             new = tuple(sorted(p.gpus))
@@ -461,7 +477,7 @@ class Simulator:
         solved, solve_time = False, 0.0
         started = preempted = migrated = 0
         if order.size and (self._dirty or completed or arrived or key != self._last_order
-                           or not (cfg.reuse_idle and self.deterministic)):
+                           or not (cfg.reuse_idle and self.reusable)):
             t0 = _time.perf_counter()
             result = self._solve(order)
             solve_time = _time.perf_counter() - t0
@@ -489,6 +505,45 @@ class Simulator:
             self._skip_to_next_arrival()
         return record
 
+    def _fast_forward(self) -> None:
+        """Skip rounds in which provably nothing happens but progress.
+
+        Applies after a round whose decision changed nothing, with a reusable solver and a
+        static policy: until the next arrival or the earliest completion every round would
+        reuse the decision. Progress is still added round by round (the same floating-point
+        sums as :meth:`step`), and each skipped round gets its record.
+        """
+        cfg, jt, R = self.config, self.jobs, self.config.round_s
+        if (self._dirty or not cfg.reuse_idle or not self.reusable or not self.rounds
+                or not getattr(self.policy, "static", False) or not self.active):
+            return
+        run = np.flatnonzero(jt.status == RUNNING)
+        if len(run) == 0 or jt.lost_s[run].any():
+            return
+        if self._next_arrival == len(jt) and cfg.extra_jobs and not self.finished:
+            self._add_extra()
+        skip = np.inf
+        if self._next_arrival < len(jt):
+            skip = (math.ceil(jt.submit[self._next_arrival] / R) * R - self.time) / R
+        inc = R / (jt.cost[run] * jt.base[run])
+        rounds_left = np.ceil((jt.iters_total[run] - jt.iters_done[run]) / inc)
+        skip = int(min(skip, rounds_left.min() - 2))
+        if skip <= 0:
+            return
+        done = jt.iters_done[run]
+        for _ in range(skip):
+            done = done + inc
+        jt.iters_done[run] = done
+        jt.attained_s[run] += R * skip
+        jt.attained_gpu_s[run] += R * skip * jt.num_gpus[run]
+        jt.waited_s[jt.status == WAITING] += R * skip
+        last = self.rounds[-1]
+        for k in range(skip):
+            self.rounds.append(RoundRecord(self.round + k, self.time + k * R, last.busy_gpus,
+                                           last.running, last.waiting, 0, 0, 0, 0, 0, False, 0.0))
+        self.round += skip
+        self.time += skip * R
+
     def _skip_to_next_arrival(self) -> None:
         """Jump over empty rounds (nothing running or waiting) to the next arrival's round."""
         jt, R = self.jobs, self.config.round_s
@@ -510,6 +565,7 @@ class Simulator:
         """
         while not self.finished:
             self.step()
+            self._fast_forward()
             if progress is not None:
                 progress(int((self.jobs.tracked & (self.jobs.status == DONE)).sum()))
         return self.result()

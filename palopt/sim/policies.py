@@ -22,9 +22,14 @@ __all__ = ["SchedulingPolicy", "Fifo", "Las", "Srtf", "Tiresias", "get_policy", 
 
 
 class SchedulingPolicy(Protocol):
-    """Orders the queue; the first job has the highest priority."""
+    """Orders the queue; the first job has the highest priority.
+
+    ``static`` is true when the order depends only on which jobs are queued (not on their
+    progress), so the simulator may skip rounds in which nothing arrives or completes.
+    """
 
     name: str
+    static: bool
 
     def order(self, queue: np.ndarray, state: JobTable) -> np.ndarray:
         """Job indices of ``queue`` in priority order."""
@@ -48,6 +53,7 @@ class Fifo:
     """
 
     name = "fifo"
+    static = True
 
     def order(self, queue: np.ndarray, state: JobTable) -> np.ndarray:
         """By submit time."""
@@ -58,6 +64,7 @@ class Las:
     """Least attained service: by seconds run so far (not GPU-weighted, as the artifact)."""
 
     name = "las"
+    static = False
 
     def order(self, queue: np.ndarray, state: JobTable) -> np.ndarray:
         """By attained seconds."""
@@ -69,6 +76,7 @@ class Srtf:
     (the artifact's estimate, which ignores slowdowns)."""
 
     name = "srtf"
+    static = False
 
     def order(self, queue: np.ndarray, state: JobTable) -> np.ndarray:
         """By estimated remaining seconds."""
@@ -93,6 +101,7 @@ class Tiresias:
     """
 
     name = "tiresias"
+    static = False
 
     def __init__(self, thresholds: Sequence[float] = (3600.0, 36000.0),
                  promote_knob: float | None = None) -> None:
