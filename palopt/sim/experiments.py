@@ -23,7 +23,13 @@ from palopt.errors import InputError
 from palopt.sim.engine import SimConfig, simulate
 from palopt.sim.metrics import summary
 from palopt.sim.profile import ClusterProfile, load_profile
-from palopt.sim.trace import TraceJob, gpu_count_distribution, load_trace, synthetic_trace
+from palopt.sim.trace import (
+    SYNERGY_GPU_COUNTS,
+    TraceJob,
+    gpu_count_distribution,
+    load_trace,
+    synthetic_trace,
+)
 from palopt.topology import Topology, parse_shape
 
 __all__ = [
@@ -61,7 +67,11 @@ class RunSpec:
     load : float
         Jobs per hour (synthetic trace).
     n_jobs : int
-        Jobs in the synthetic trace (all tracked).
+        Tracked jobs of the synthetic trace; as many again arrive before them (warm-up) and
+        after them (to keep the cluster loaded), untracked.
+    gpu_dist : {"synergy", "traces"}
+        GPU counts of the synthetic trace: the artifact's Synergy split, or the empirical
+        distribution of the eight Sia-Philly traces.
     trace_seed, profile_seed : int
         Seeds of the synthetic trace and of the tiled profile (clusters larger than 64 GPUs).
     fixed_charge : bool
@@ -81,6 +91,7 @@ class RunSpec:
     trace_seed: int = 0
     profile_seed: int = 0
     fixed_charge: bool = False
+    gpu_dist: str = "synergy"
     labels: dict[str, Any] = field(default_factory=dict)
 
 
@@ -103,9 +114,15 @@ def _trace(data_dir: str, workload: int) -> tuple[TraceJob, ...]:
 def _spec_trace(spec: RunSpec, n_gpus: int) -> tuple[TraceJob, ...]:
     if spec.workload is not None:
         return _trace(spec.data_dir, spec.workload)
-    sizes, probs = gpu_count_distribution([_trace(spec.data_dir, w) for w in range(1, 9)])
-    return synthetic_trace(spec.n_jobs, spec.load, spec.trace_seed, sizes, probs,
-                           max_gpus=n_gpus)
+    if spec.gpu_dist == "traces":
+        sizes, probs = gpu_count_distribution([_trace(spec.data_dir, w) for w in range(1, 9)])
+    elif spec.gpu_dist == "synergy":
+        sizes, probs = SYNERGY_GPU_COUNTS
+    else:
+        raise InputError("gpu_dist", spec.gpu_dist, "must be 'synergy' or 'traces'")
+    n = spec.n_jobs
+    return synthetic_trace(3 * n, spec.load, spec.trace_seed, sizes, probs, max_gpus=n_gpus,
+                           tracked=(n, 2 * n))
 
 
 def run_one(spec: RunSpec) -> dict[str, Any]:
@@ -190,12 +207,12 @@ def fig12_specs(data_dir: str | Path, penalties: Sequence[float] = (1.0, 1.5, 2.
 def fig13_specs(data_dir: str | Path, loads: Sequence[float] = (8.0, 10.0, 12.0, 14.0),
                 policies: Sequence[str] = ("fifo", "las", "srtf"),
                 placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst", "pal"),
-                n_jobs: int = 400, seeds: Sequence[int] = (0,),
-                config: SimConfig | None = None) -> list[RunSpec]:
+                n_jobs: int = 200, seeds: Sequence[int] = (0,),
+                config: SimConfig | None = None, gpu_dist: str = "synergy") -> list[RunSpec]:
     """Fig 13/15/16: 256 GPUs (64 x 4), synthetic class-A trace, R = 300 s, P = 1.7."""
     cfg = config or SimConfig(round_s=300.0, penalties=1.7)
     return [RunSpec(str(data_dir), p, pol, cfg, cluster="64x4", load=float(load),
-                    n_jobs=n_jobs, trace_seed=seed, profile_seed=seed,
+                    n_jobs=n_jobs, trace_seed=seed, profile_seed=seed, gpu_dist=gpu_dist,
                     labels={"load": float(load), "policy": pol, "placement": p, "seed": seed})
             for pol in policies for load in loads for seed in seeds for p in placements]
 

@@ -24,6 +24,7 @@ __all__ = [
     "extra_jobs",
     "gpu_count_distribution",
     "synthetic_trace",
+    "SYNERGY_GPU_COUNTS",
 ]
 
 #: model -> (workload class, base seconds per iteration on a median GPU), as the artifact's
@@ -173,14 +174,22 @@ def gpu_count_distribution(traces: Sequence[Sequence[TraceJob]]) -> tuple[np.nda
     return sizes, freq / freq.sum()
 
 
+#: GPU counts of the artifact's synthetic (Synergy) workload, a Philly-derived split:
+#: 1 GPU 70%, 2 GPUs 10%, 4 GPUs 15%, 8 GPUs 5%.
+SYNERGY_GPU_COUNTS = (np.array([1, 2, 4, 8]), np.array([0.70, 0.10, 0.15, 0.05]))
+
+
 def synthetic_trace(n_jobs: int, load_per_hour: float, seed: int,
                     sizes: np.ndarray, probs: np.ndarray, job_class: str = "classA",
-                    max_gpus: int | None = None) -> tuple[TraceJob, ...]:
+                    max_gpus: int | None = None,
+                    tracked: tuple[int, int] | None = None) -> tuple[TraceJob, ...]:
     """The paper's Fig 13 workload (Synergy-style), seeded.
 
     Poisson arrivals at ``load_per_hour``; GPU counts drawn from ``(sizes, probs)`` (capped to
     ``max_gpus``); run time ``60 * 10**U(3, 4)`` seconds with probability 0.2, else
     ``60 * 10**U(1.5, 3)``; base iteration time 1 s (iterations = seconds); one class.
+    ``tracked = (start, stop)`` tracks only jobs ``start <= k < stop`` (the others warm the
+    cluster up or keep it loaded); default: all.
 
     Examples
     --------
@@ -201,5 +210,6 @@ def synthetic_trace(n_jobs: int, load_per_hour: float, seed: int,
     long = rng.random(n_jobs) < 0.2
     expo = np.where(long, rng.uniform(3.0, 4.0, n_jobs), rng.uniform(1.5, 3.0, n_jobs))
     seconds = np.round(60.0 * 10.0 ** expo)
+    lo, hi = tracked if tracked is not None else (0, n_jobs)
     return tuple(TraceJob(str(i), int(n[i]), float(round(submit[i])), float(seconds[i]),
-                          "synthetic", job_class, 1.0) for i in range(n_jobs))
+                          "synthetic", job_class, 1.0, lo <= i < hi) for i in range(n_jobs))
