@@ -269,3 +269,34 @@ def test_step_by_step_library_use():
     sim.step()
     assert sim.finished
     assert math.isclose(sim.result().jobs.finish[0], 200.0)
+
+
+@pytest.mark.parametrize("solver", ["pal", "pmfirst", "packed-sticky", "packed-nonsticky",
+                                    "random-sticky", "random-nonsticky"])
+@pytest.mark.parametrize("policy", ["fifo", "las"])
+def test_skipping_rounds_changes_nothing(solver, policy):
+    # Reusing idle decisions, fast-forwarding and cutting non-sticky queues at the window are
+    # pure speed-ups: the same simulation with every round solved in full gives equal results.
+    rng = np.random.default_rng(11)
+    topo = build_cluster(1, 4, 4)
+    prof = ClusterProfile(("A", "B"), rng.uniform(0.9, 1.3, (2, 16)),
+                          rng.uniform(0.9, 1.3, (2, 16)))
+    trace = [job(str(i), int(rng.choice([1, 2, 3, 4, 6, 8, 12])), float(rng.integers(0, 6000)),
+                 float(rng.integers(100, 3000)), str(rng.choice(["A", "B"])))
+             for i in range(30)]
+    fast = Simulator(topo, prof, trace, solver, policy, SimConfig(round_s=300, seed=4)).run()
+    full = Simulator(topo, prof, trace, solver, policy,
+                     SimConfig(round_s=300, seed=4, shortcuts=False)).run()
+    assert fast.jobs.finish.tolist() == full.jobs.finish.tolist()
+    assert fast.jobs.migrations.tolist() == full.jobs.migrations.tolist()
+    assert fast.jobs.preemptions.tolist() == full.jobs.preemptions.tolist()
+    assert len(fast.rounds) == len(full.rounds)
+    assert sum(r.solved for r in fast.rounds) <= sum(r.solved for r in full.rounds)
+
+
+def test_fig13_trace_tracks_the_middle():
+    from palopt.sim.trace import SYNERGY_GPU_COUNTS
+
+    t = synthetic_trace(30, 10.0, 1, *SYNERGY_GPU_COUNTS, tracked=(10, 20))
+    assert [j.tracked for j in t] == [False] * 10 + [True] * 10 + [False] * 10
+    assert {j.num_gpus for j in t} <= {1, 2, 4, 8}

@@ -83,9 +83,11 @@ class SimConfig:
         Per-round time limit passed to the solver (exact solvers).
     seed : int
         Base seed of randomised solvers (round ``k`` uses ``seed + k``).
-    reuse_idle : bool
-        Skip the solver in a round whose input equals the previous round's and whose previous
-        decision changed nothing (deterministic solvers only): the result would be the same.
+    shortcuts : bool
+        Pure speed-ups that leave results unchanged: skip the solver in a round whose input
+        equals the previous round's after a decision that changed nothing; fast-forward such
+        rounds under a static policy (FIFO) to the next arrival or completion; pass the
+        non-sticky heuristics only the queue up to the job after their window.
     check : bool
         Check every placement with :func:`palopt.cost.assert_feasible`.
     max_idle_rounds : int
@@ -103,7 +105,7 @@ class SimConfig:
     extra_seed: int = 1
     time_limit: float | None = None
     seed: int = 0
-    reuse_idle: bool = True
+    shortcuts: bool = True
     check: bool = False
     max_idle_rounds: int = 10
 
@@ -274,7 +276,7 @@ class Simulator:
         self.reusable = not self.solver_name.startswith("random") or sticky is True
         # The non-sticky heuristics stop at the first job that does not fit and the jobs past
         # the window (the longest prefix that fits the cluster) never fit: pass them no further.
-        self._cut_window = sticky is False and not cfg.backfill
+        self._cut_window = sticky is False and not cfg.backfill and cfg.shortcuts
         self.penalty = penalty_matrix(topology, profile.classes, cfg.penalties)
         self.class_index = {c: i for i, c in enumerate(profile.classes)}
         # The charged cost uses the one cost definition over the charged profile.
@@ -477,7 +479,7 @@ class Simulator:
         solved, solve_time = False, 0.0
         started = preempted = migrated = 0
         if order.size and (self._dirty or completed or arrived or key != self._last_order
-                           or not (cfg.reuse_idle and self.reusable)):
+                           or not (cfg.shortcuts and self.reusable)):
             t0 = _time.perf_counter()
             result = self._solve(order)
             solve_time = _time.perf_counter() - t0
@@ -514,7 +516,7 @@ class Simulator:
         sums as :meth:`step`), and each skipped round gets its record.
         """
         cfg, jt, R = self.config, self.jobs, self.config.round_s
-        if (self._dirty or not cfg.reuse_idle or not self.reusable or not self.rounds
+        if (self._dirty or not cfg.shortcuts or not self.reusable or not self.rounds
                 or not getattr(self.policy, "static", False) or not self.active):
             return
         run = np.flatnonzero(jt.status == RUNNING)
