@@ -25,6 +25,7 @@ __all__ = [
     "check_feasible",
     "assert_feasible",
     "job_placement",
+    "job_placements",
 ]
 
 
@@ -63,12 +64,26 @@ def job_cost(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray) -> 
     >>> job_cost(inst, inst.queue[0], [1, 2])
     CostBreakdown(cost=1.7999999999999998, slowdown=1.2, tier='rack', penalty=1.5)
     """
-    c = instance.class_index[job.job_class]
-    idx = np.asarray(gpus, dtype=np.int64)
-    sf = float(instance.slowdown[c, idx].max())
-    t = instance.topology.tier_index(idx)
-    pen = float(instance.penalty[c, t])
-    return CostBreakdown(sf * pen, sf, instance.topology.tiers[t], pen)
+    c = np.array([instance.class_index[job.job_class]])
+    cost, sf, tier, pen = _cost_parts(instance, c, np.asarray(gpus, dtype=np.int64),
+                                      np.zeros(1, dtype=np.int64))
+    return CostBreakdown(float(cost[0]), float(sf[0]), instance.topology.tiers[int(tier[0])],
+                         float(pen[0]))
+
+
+def _cost_parts(instance: Instance, classes: np.ndarray, gpus: np.ndarray, starts: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The cost formula for many GPU sets at once: set ``k`` is ``gpus[starts[k]:starts[k+1]]``
+    (non-empty) for class ``classes[k]``. Returns cost, max slowdown, tier index and penalty
+    per set."""
+    sizes = np.diff(np.append(starts, len(gpus)))
+    sf = np.maximum.reduceat(instance.slowdown[np.repeat(classes, sizes), gpus], starts)
+    groups = instance.topology.groups[:, gpus]
+    same = np.minimum.reduceat(groups, starts, axis=1) == np.maximum.reduceat(groups, starts,
+                                                                             axis=1)
+    tier = np.argmax(same, axis=0)
+    pen = instance.penalty[classes, tier]
+    return sf * pen, sf, tier, pen
 
 
 @dataclass(frozen=True)
@@ -155,14 +170,54 @@ def assert_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]])
 def job_placement(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray | None,
                   reason: str | None = None) -> JobPlacement:
     """The :class:`JobPlacement` record for ``job`` placed on ``gpus`` (or not placed)."""
-    if gpus is None or len(gpus) == 0:
-        action = Action.PREEMPT if job.is_running else Action.WAIT
-        return JobPlacement(job.id, (), action, reason=reason or "not placed")
-    chosen = tuple(sorted(int(g) for g in gpus))
-    if job.is_running:
-        action = Action.KEEP if chosen == tuple(sorted(job.current_gpus)) else Action.MIGRATE
-    else:
-        action = Action.START
-    parts = job_cost(instance, job, chosen)
-    return JobPlacement(job.id, chosen, action, parts.cost, parts.slowdown, parts.tier,
-                        parts.penalty)
+    return job_placements(instance, [job], [gpus], [reason])[0]
+
+
+def job_placements(instance: Instance, jobs: Sequence[Job],
+                   gpu_sets: Sequence[Sequence[int] | np.ndarray | None],
+                   reasons: Sequence[str | None]) -> list[JobPlacement]:
+    """:func:`job_placement` for many jobs, with the costs computed in one vectorised pass.
+
+    Parameters
+    ----------
+    instance : Instance
+    jobs : sequence of Job
+    gpu_sets : sequence
+        Per job, its dense GPU indices, or ``None`` / empty if not placed.
+    reasons : sequence of str or None
+        Per job, why it is not placed (ignored for placed jobs).
+
+    Returns
+    -------
+    list of JobPlacement
+    """
+    placed = [k for k, g in enumerate(gpu_sets) if g is not None and len(g)]
+    parts: dict[int, tuple[tuple[int, ...], float, float, str, float]] = {}
+    if placed:
+        arrays = [np.asarray(gpu_sets[k], dtype=np.int64) for k in placed]
+        sizes = np.array([len(a) for a in arrays])
+        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+        gpus = np.concatenate(arrays)
+        segment = np.repeat(np.arange(len(placed)), sizes)
+        gpus = gpus[np.lexsort((gpus, segment))]
+        classes = np.array([instance.class_index[jobs[k].job_class] for k in placed])
+        cost, sf, tier, pen = _cost_parts(instance, classes, gpus, starts)
+        tiers = instance.topology.tiers
+        bounds = np.append(starts, len(gpus)).tolist()
+        flat = gpus.tolist()
+        for i, (k, co, s, t, p) in enumerate(zip(placed, cost.tolist(), sf.tolist(),
+                                                 tier.tolist(), pen.tolist(), strict=True)):
+            parts[k] = (tuple(flat[bounds[i]:bounds[i + 1]]), co, s, tiers[t], p)
+    out = []
+    for k, job in enumerate(jobs):
+        if k not in parts:
+            action = Action.PREEMPT if job.is_running else Action.WAIT
+            out.append(JobPlacement(job.id, (), action, reason=reasons[k] or "not placed"))
+            continue
+        chosen, co, s, t, p = parts[k]
+        if job.is_running:
+            action = Action.KEEP if chosen == tuple(sorted(job.current_gpus)) else Action.MIGRATE
+        else:
+            action = Action.START
+        out.append(JobPlacement(job.id, chosen, action, co, s, t, p))
+    return out

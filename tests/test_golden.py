@@ -41,9 +41,9 @@ def sf(artifact_dir: Path) -> np.ndarray:
 def instance(sf: np.ndarray, queue: list[Job], penalty: float = 1.7,
              free: list[int] | None = None) -> Instance:
     topo = build_cluster(1, 16, 4)
-    busy = None
+    busy = np.zeros(64, dtype=bool)
     if free is not None:
-        busy = np.ones(64, dtype=bool)
+        busy[:] = True
         busy[free] = False
     return Instance(topo, CLASSES, sf, penalty_matrix(topo, CLASSES, penalty), tuple(queue), busy)
 

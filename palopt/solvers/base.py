@@ -10,10 +10,10 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from palopt.cost import job_placement
+from palopt.cost import job_placements
 from palopt.errors import UnknownSolverError
 from palopt.instance import Instance
-from palopt.result import JobPlacement, PlacementResult, Status
+from palopt.result import PlacementResult, Status
 
 __all__ = [
     "Solver",
@@ -185,13 +185,13 @@ def build_result(
     started : float
         ``time.perf_counter()`` when the solve began.
     """
-    placements: list[JobPlacement] = []
+    positions = range(len(instance.queue))
+    placements = job_placements(instance, instance.queue, [chosen.get(i) for i in positions],
+                                [reasons.get(i) for i in positions])
     total = 0.0
-    for pos, job in enumerate(instance.queue):
-        p = job_placement(instance, job, chosen.get(pos), reasons.get(pos))
+    for job, p in zip(instance.queue, placements, strict=True):
         if p.cost is not None:
             total += job.weight * p.cost
-        placements.append(p)
     return PlacementResult(
         placements=tuple(placements),
         solver=solver,

@@ -13,7 +13,7 @@ or ``None``. A *frame* decides the order jobs are offered in and what happens to
   preempted on the way stay stopped). A preempted job is offered again when the walk reaches
   its own queue position, like any waiting job. Running jobs ranked above are never moved.
 
-Two variants of PAL and PM-First (``get_solver("pal", variant=...)``):
+Two variants of PAL, PM-First and the sticky solvers (``get_solver("pal", variant=...)``):
 
 - ``"artifact"`` (default): the artifact's choices, quirks included.
 - ``"fixed"``: the same with its plain bugs fixed:
@@ -27,6 +27,9 @@ Two variants of PAL and PM-First (``get_solver("pal", variant=...)``):
      split across servers and pay the locality penalty; it also scores against the job's full
      size even when faster levels already supplied part of it. Fixed: groups able to hold all
      the GPUs still needed come first, tightest first; then the others, largest first.
+  3. (Sticky solvers.) A job that still does not fit after preempting every running job
+     ranked below it leaves them all stopped for nothing. Fixed: those preemptions are undone
+     (the jobs keep running) before the round stops.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ __all__ = [
 ]
 
 VARIANTS = ("artifact", "fixed")
+Ranks = tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -65,14 +69,14 @@ class RoundContext:
 
     rng: np.random.Generator
     fixed: bool = False
-    walk: tuple[tuple[np.ndarray, np.ndarray], ...] = ()
+    walk: tuple[tuple[Ranks, Ranks], ...] = ()
 
 
 Chooser = Callable[[FreePool, int, int, RoundContext], "np.ndarray | None"]
 
 
 def pal_walk_ranks(values: np.ndarray, first_seen: np.ndarray, within_pen: float,
-                   across_pen: float | None, fixed: bool) -> tuple[np.ndarray, np.ndarray]:
+                   across_pen: float | None, fixed: bool) -> tuple[Ranks, Ranks]:
     """Position of each (level, within) and (level, across) option in PAL's walk.
 
     The options are sorted by expected cost, ``v x within_pen`` and ``v x across_pen``. Ties
@@ -93,34 +97,31 @@ def pal_walk_ranks(values: np.ndarray, first_seen: np.ndarray, within_pen: float
 
     Returns
     -------
-    (numpy.ndarray, numpy.ndarray)
-        Ranks of the within options and of the across options, by level (across ranks are all
-        larger than any within rank when there is no across option).
+    (tuple of int, tuple of int)
+        Ranks of the within options and of the across options, by level (with no across
+        option, every across rank is larger than any within rank).
 
     Examples
     --------
     >>> import numpy as np
-    >>> w, a = pal_walk_ranks(np.array([1.0, 1.2, 2.0]), np.array([0, 1, 2]), 1.0, 1.7, False)
-    >>> w.tolist(), a.tolist()
-    ([0, 1, 3], [2, 4, 5])
+    >>> pal_walk_ranks(np.array([1.0, 1.2, 2.0]), np.array([0, 1, 2]), 1.0, 1.7, False)
+    ((0, 1, 3), (2, 4, 5))
     """
-    n_levels = len(values)
-    levels = np.arange(n_levels)
+    vals = values.tolist()
+    n_levels = len(vals)
+    appearance = [0] * n_levels
+    for rank, lvl in enumerate(sorted(range(n_levels), key=first_seen.__getitem__)):
+        appearance[lvl] = rank
     pens = [within_pen] if across_pen is None else [within_pen, across_pen]
-    cost = np.concatenate([values * p for p in pens])
-    kind = np.repeat(np.arange(len(pens)), n_levels)
-    level = np.tile(levels, len(pens))
+    options = [(v * pen, kind, lvl) for kind, pen in enumerate(pens) for lvl, v in enumerate(vals)]
     if fixed:
-        order = np.lexsort((level, kind, cost))
+        options.sort()
     else:
-        appearance = np.empty(n_levels, dtype=np.int64)
-        appearance[np.argsort(first_seen, kind="stable")] = levels
-        order = np.lexsort((kind, appearance[level], cost))
-    rank = np.empty(len(order), dtype=np.int64)
-    rank[order] = np.arange(len(order))
-    within = rank[:n_levels]
-    across = rank[n_levels:] if across_pen is not None else np.full(n_levels, len(order))
-    return within, across
+        options.sort(key=lambda o: (o[0], appearance[o[2]], o[1]))
+    ranks = [[len(options)] * n_levels, [len(options)] * n_levels]
+    for rank, (_, kind, lvl) in enumerate(options):
+        ranks[kind][lvl] = rank
+    return tuple(ranks[0]), tuple(ranks[1])
 
 
 def _round_context(pool: FreePool, policy: str, fixed: bool,
@@ -139,7 +140,34 @@ def _round_context(pool: FreePool, policy: str, fixed: bool,
 
 
 def choose_pmfirst(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray | None:
-    """PM-First over all free GPUs (see :meth:`FreePool.pm_first`)."""
+    """PM-First over all free GPUs (see :meth:`FreePool.pm_first`).
+
+    Parameters
+    ----------
+    pool : FreePool
+        The free GPUs (not modified).
+    c : int
+        Class index of the job.
+    n : int
+        Number of GPUs the job needs.
+    ctx : RoundContext
+        Generator, variant and PAL's walk order.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        ``n`` distinct free GPU indices, or ``None`` if the policy finds no placement.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, build_cluster
+    >>> topo = build_cluster(1, 2, 2)
+    >>> inst = Instance(topo, ("A",), np.array([[1.0, 1.2, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 1.7, 1.7]]), ())
+    >>> choose_pmfirst(FreePool(inst), 0, 2, RoundContext(np.random.default_rng(0))).tolist()
+    [2, 3]
+    """
     return pool.pm_first(c, n, best_fit=ctx.fixed)
 
 
@@ -154,6 +182,22 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
 
     Both kinds of option are monotone in the level, so the walk reduces to comparing the rank
     of the first feasible within option with that of the first feasible across option.
+
+    Parameters
+    ----------
+    pool : FreePool
+        The free GPUs (not modified).
+    c : int
+        Class index of the job.
+    n : int
+        Number of GPUs the job needs.
+    ctx : RoundContext
+        Generator, variant and PAL's walk order.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        ``n`` distinct free GPU indices, or ``None`` if the policy finds no placement.
     """
     if n == 1 or n > pool.max_server_size:
         return pool.pm_first(c, n, best_fit=ctx.fixed)
@@ -161,33 +205,50 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
     if top is None:
         return None
     within, across = ctx.walk[c]
-    if pool.server_free.max() >= n:
+    free = pool.server_free
+    if free[free.argmax()] >= n:  # (argmax and a lookup: cheaper than max)
         limit = across[top]
-        cnt = pool.cnt[c]
-        run = np.zeros(pool.n_servers, dtype=cnt.dtype)
+        run = np.zeros(pool.n_servers, dtype=np.int64)  # free GPUs of level <= lvl per server
         for lvl in range(len(within)):
             if within[lvl] > limit:
                 break
-            run += cnt[lvl]
-            s = int(np.argmax(run))
-            if run[s] >= n:
-                return pool.server_gpus_at(c, s, lvl)[:n]
+            servers, counts = pool.groups[c][lvl]
+            run[servers] += counts
+            reached = run[servers]
+            if len(reached) and reached[reached.argmax()] >= n:
+                return pool.server_gpus_at(c, int(run.argmax()), lvl)[:n]
     return pool.pm_first(c, n, best_fit=ctx.fixed)
 
 
 def choose_packed(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray | None:
     """Packed: the first server with exactly ``n`` free GPUs; else the server with the fewest
     free GPUs that are still enough (the first on ties), its first ``n``; else, if enough are
-    free in total, whole servers, most free GPUs first (the first on ties)."""
+    free in total, whole servers, most free GPUs first (the first on ties).
+
+    Parameters
+    ----------
+    pool : FreePool
+        The free GPUs (not modified).
+    c : int
+        Class index of the job.
+    n : int
+        Number of GPUs the job needs.
+    ctx : RoundContext
+        Generator, variant and PAL's walk order.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        ``n`` distinct free GPU indices, or ``None`` if the policy finds no placement.
+    """
     if pool.n_free < n:
         return None
     free = pool.server_free
-    exact = np.flatnonzero(free == n)
+    exact = (free == n).nonzero()[0]
     if len(exact):
         return pool.server_gpus(int(exact[0]))
-    enough = free >= n
-    if enough.any():
-        s = int(np.argmin(np.where(enough, free, np.iinfo(free.dtype).max)))
+    if free[free.argmax()] >= n:
+        s = int(np.where(free >= n, free, pool.max_server_size + 1).argmin())
         return pool.server_gpus(s)[:n]
     order = np.argsort(-free, kind="stable")
     parts, need = [], n
@@ -201,10 +262,28 @@ def choose_packed(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarr
 
 
 def choose_random(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray | None:
-    """Random: ``n`` GPUs drawn uniformly from all free GPUs (servers ignored)."""
+    """Random: ``n`` GPUs drawn uniformly from all free GPUs (servers ignored), with
+    ``ctx.rng``.
+
+    Parameters
+    ----------
+    pool : FreePool
+        The free GPUs (not modified).
+    c : int
+        Class index of the job.
+    n : int
+        Number of GPUs the job needs.
+    ctx : RoundContext
+        Generator, variant and PAL's walk order.
+
+    Returns
+    -------
+    numpy.ndarray or None
+        ``n`` distinct free GPU indices, or ``None`` if the policy finds no placement.
+    """
     if pool.n_free < n:
         return None
-    return ctx.rng.choice(np.flatnonzero(pool.free), n, replace=False)
+    return ctx.rng.choice(pool.free.nonzero()[0], n, replace=False)
 
 
 CHOOSERS: dict[str, Chooser] = {
@@ -235,7 +314,7 @@ def _too_few(pool: FreePool, job: Job) -> str:
 Placed = tuple[dict[int, np.ndarray], dict[int, str]]
 
 
-def place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
+def _place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
                     fixed: bool, class_sort: bool) -> Placed:
     """Non-sticky frame; returns queue position -> GPUs and -> reason."""
     pool = FreePool(instance)
@@ -244,6 +323,7 @@ def place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generato
     cls = instance.job_class_indices()
     queue = instance.queue
     order = _class_sorted_order(instance, cls) if class_sort else range(len(queue))
+    classes = cls.tolist()
     chosen: dict[int, np.ndarray] = {}
     reasons: dict[int, str] = {}
     stopped: Job | None = None
@@ -252,7 +332,7 @@ def place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generato
         if stopped is not None:
             reasons[pos] = _blocked(stopped)
             continue
-        gpus = chooser(pool, int(cls[pos]), job.num_gpus, ctx)
+        gpus = chooser(pool, classes[pos], job.num_gpus, ctx)
         if gpus is None:
             reasons[pos] = _too_few(pool, job)
             stopped = job
@@ -262,13 +342,13 @@ def place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generato
     return chosen, reasons
 
 
-def place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
+def _place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
                  fixed: bool) -> Placed:
     """Sticky frame; returns queue position -> GPUs and -> reason."""
     pool = FreePool(instance)
     ctx = _round_context(pool, policy, fixed, ctx_rng)
     chooser = CHOOSERS[policy]
-    cls = instance.job_class_indices()
+    classes = instance.job_class_indices().tolist()
     queue = instance.queue
     chosen: dict[int, np.ndarray] = {}
     reasons: dict[int, str] = {}
@@ -286,15 +366,22 @@ def place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
         if stopped is not None:
             reasons.setdefault(pos, _blocked(stopped))
             continue
-        c = int(cls[pos])
+        c = classes[pos]
         gpus = chooser(pool, c, job.num_gpus, ctx)
+        victims = []
         while gpus is None and holders and holders[-1] > pos:
-            victim = holders.pop()
-            pool.release(chosen.pop(victim))
-            reasons[victim] = f"preempted for job {job.id!r}"
+            victims.append(holders.pop())
+            pool.release(chosen.pop(victims[-1]))
+            reasons[victims[-1]] = f"preempted for job {job.id!r}"
             gpus = chooser(pool, c, job.num_gpus, ctx)
         if gpus is None:
-            reasons[pos] = _too_few(pool, job)
+            if fixed:  # the preemptions did not help: undo them
+                for victim in reversed(victims):
+                    chosen[victim] = np.asarray(queue[victim].current_gpus, dtype=np.int64)
+                    pool.take(chosen[victim])
+                    holders.append(victim)
+                    del reasons[victim]
+            reasons.setdefault(pos, _too_few(pool, job))  # a preempted job keeps that reason
             stopped = job
             continue
         pool.take(gpus)
@@ -316,8 +403,8 @@ class HeuristicSolver:
     class_sort : bool
         Stable-sort the window by class before placing (PAL and PM-First).
     variant : {"artifact", "fixed"}, default "artifact"
-        PAL and PM-First only: the artifact's choices, or with its plain bugs fixed (listed in
-        the module documentation).
+        PAL, PM-First and the sticky frame only: the artifact's choices, or with its plain bugs
+        fixed (listed in the module documentation).
 
     Raises
     ------
@@ -350,12 +437,12 @@ class HeuristicSolver:
         rng = np.random.default_rng(seed)
         fixed = self.variant == "fixed"
         if self.sticky:
-            chosen, reasons = place_sticky(instance, self.policy, rng, fixed)
+            chosen, reasons = _place_sticky(instance, self.policy, rng, fixed)
         else:
-            chosen, reasons = place_nonsticky(instance, self.policy, rng, fixed, self.class_sort)
+            chosen, reasons = _place_nonsticky(instance, self.policy, rng, fixed, self.class_sort)
         settings: dict[str, Any] = {"policy": self.policy, "sticky": self.sticky,
                                     "class_sort": self.class_sort}
-        if self.policy in ("pal", "pmfirst"):
+        if self.policy in ("pal", "pmfirst") or self.sticky:
             settings["variant"] = self.variant
         if self.policy == "random":
             settings["seed"] = seed
@@ -363,7 +450,7 @@ class HeuristicSolver:
 
 
 def _factory(name: str, policy: str, sticky: bool, class_sort: bool) -> Callable[..., Any]:
-    options = ("variant",) if policy in ("pal", "pmfirst") else ()
+    options = ("variant",) if policy in ("pal", "pmfirst") or sticky else ()
 
     def make(**config: Any) -> HeuristicSolver:
         for key in config:

@@ -2,17 +2,19 @@
 
 GPUs of a server have consecutive dense indices, so a server is a slice. Per class, each GPU has
 an integer *level*: the rank of its slowdown among the class's distinct values (0 = fastest).
-The pool keeps three kinds of counters, all views of one flat integer buffer:
+The GPUs of one class sharing a level and a server form a *group*. The pool keeps three kinds
+of counters, all views of one flat integer buffer:
 
-- ``cnt[c, l, s]``: free GPUs of server ``s`` at level ``l`` for class ``c``;
+- per class, the free GPUs of each group, groups sorted by (level, server), so the groups of
+  one level are a contiguous run (``FreePool.groups``);
 - ``tot[c, l]``: free GPUs at level ``l`` for class ``c``, all servers;
 - ``server_free[s]``: free GPUs of server ``s``.
 
-Every GPU owns one cell of each counter, precomputed, so taking or releasing a set of GPUs is a
-single ``numpy.subtract.at`` / ``numpy.add.at`` over their cells: no loop over GPUs or classes.
-"Which servers have N free GPUs no slower than level l" is a running sum of ``cnt`` rows, never
-a search over GPU subsets. Memory is ``classes x levels x servers`` counters, which is small
-for binned slowdowns (a handful of levels per class).
+Every GPU owns one counter of each kind, precomputed, so taking or releasing a set of GPUs is a
+single ``numpy.subtract.at`` / ``numpy.add.at`` over their counters: no loop over GPUs or
+classes. "Which servers have N free GPUs no slower than level l" is a running sum over the
+groups of levels ``0..l``, never a search over GPU subsets. Memory is linear in GPUs x classes,
+whatever the number of distinct slowdown values.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ import numpy as np
 from palopt.instance import Instance
 
 __all__ = ["FreePool"]
+
+_NEVER = np.iinfo(np.int64).max  # score of an empty group
 
 
 class FreePool:
@@ -38,13 +42,18 @@ class FreePool:
         Boolean mask of free GPUs (neither busy nor taken).
     level : numpy.ndarray
         ``level[c, g]``: level of GPU ``g`` for class ``c``.
+    avail : numpy.ndarray
+        ``level`` for free GPUs, and a level above all others for the rest.
     values : list of numpy.ndarray
         Distinct slowdown values of each class, ascending (``values[c][l]`` is level ``l``).
     first_seen : list of numpy.ndarray
         ``first_seen[c][l]``: lowest GPU index having level ``l`` (the order in which the
         artifact's GPU table first shows each value).
-    cnt, tot, server_free : numpy.ndarray
-        The counters described in the module documentation.
+    groups : list of list of (numpy.ndarray, numpy.ndarray)
+        ``groups[c][l]``: the groups of level ``l`` for class ``c``, as their servers
+        (ascending) and their free GPU counts (a live view of the counters; a count may be 0).
+    tot, server_free : numpy.ndarray
+        Free GPUs per (class, level) and per server.
     n_free : int
         Number of free GPUs.
 
@@ -59,6 +68,9 @@ class FreePool:
     >>> pool.take(np.array([0, 2]))
     >>> pool.server_free.tolist(), pool.tot[0].tolist()
     ([1, 1], [1, 1])
+    >>> servers, counts = pool.groups[0][0]
+    >>> servers.tolist(), counts.tolist()
+    ([0, 1], [0, 1])
     """
 
     def __init__(self, instance: Instance) -> None:
@@ -69,66 +81,97 @@ class FreePool:
         self.n_servers = topo.n_servers
         self.max_server_size = int(np.diff(self.start).max())
         self.free = ~instance.busy
-        n_classes, n = instance.slowdown.shape
-        self.values: list[np.ndarray] = []
-        self.first_seen: list[np.ndarray] = []
-        self.level = np.empty((n_classes, n), dtype=np.int64)
-        for c, row in enumerate(instance.slowdown):
-            values, first, level = np.unique(row, return_index=True, return_inverse=True)
-            self.values.append(values)
-            self.first_seen.append(first)
-            self.level[c] = level
-        n_levels = max(len(v) for v in self.values)
+        sd = instance.slowdown
+        n_classes, n = sd.shape
         s = self.n_servers
-        cnt_size, tot_size = n_classes * n_levels * s, n_classes * n_levels
-        classes = np.arange(n_classes)[:, None]
-        cells = np.concatenate([
-            (classes * n_levels + self.level) * s + self.server,
-            cnt_size + classes * n_levels + self.level,
-            cnt_size + tot_size + self.server[None, :],
-        ])
-        self._cells = np.ascontiguousarray(cells.T)  # (gpus, 2 * classes + 1)
+        # Per class, GPUs sorted by (slowdown, index), i.e. by (level, server, index): levels and
+        # groups are runs of that order.
+        order = np.argsort(sd, axis=1, kind="stable")
+        sorted_sd = np.take_along_axis(sd, order, axis=1)
+        new_level = np.ones((n_classes, n), dtype=bool)
+        new_level[:, 1:] = sorted_sd[:, 1:] != sorted_sd[:, :-1]
+        sorted_server = self.server[order]
+        new_group = new_level.copy()
+        new_group[:, 1:] |= sorted_server[:, 1:] != sorted_server[:, :-1]
+        self.level = np.empty((n_classes, n), dtype=np.int64)
+        np.put_along_axis(self.level, order, np.cumsum(new_level, axis=1) - 1, axis=1)
+        group_of = np.empty((n_classes, n), dtype=np.int64)
+        np.put_along_axis(group_of, order, (np.cumsum(new_group) - 1).reshape(n_classes, n),
+                          axis=1)  # group ids numbered across classes, class 0's first
+        self.values = [sorted_sd[c, new_level[c]] for c in range(n_classes)]
+        self.first_seen = [order[c, new_level[c]] for c in range(n_classes)]
+        group_server = [sorted_server[c, new_group[c]] for c in range(n_classes)]
+        level_start = [
+            np.searchsorted(np.cumsum(new_level[c])[new_group[c]] - 1,
+                            np.arange(len(self.values[c]) + 1)).tolist()
+            for c in range(n_classes)
+        ]
+        offset = int(new_group.sum())
+        n_levels = max(len(v) for v in self.values)
+        tot_at = offset + np.arange(n_classes)[:, None] * n_levels + self.level
+        server_at = offset + n_classes * n_levels + self.server[None, :]
+        self._cells = np.ascontiguousarray(np.concatenate([group_of, tot_at, server_at]).T)
         self._counts = np.bincount(self._cells[self.free].ravel(),
-                                   minlength=cnt_size + tot_size + s)
-        self.cnt = self._counts[:cnt_size].reshape(n_classes, n_levels, s)
-        self.tot = self._counts[cnt_size:cnt_size + tot_size].reshape(n_classes, n_levels)
-        self.server_free = self._counts[cnt_size + tot_size:]
+                                   minlength=offset + n_classes * n_levels + s)
+        self.tot = self._counts[offset:offset + n_classes * n_levels].reshape(n_classes, n_levels)
+        self.server_free = self._counts[offset + n_classes * n_levels:]
         self.n_free = int(self.free.sum())
+        self._taken = n_levels  # the level ``avail`` shows for a GPU that is not free
+        self.avail = np.where(self.free, self.level, self._taken)
+        self._bounds = self.start.tolist()
+        self._index = np.arange(n)
+        self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = []
+        begin = 0
+        for servers, starts in zip(group_server, level_start, strict=True):
+            counts = self._counts[begin:begin + len(servers)]
+            self.groups.append([(servers[lo:hi], counts[lo:hi])
+                                for lo, hi in zip(starts[:-1], starts[1:], strict=True)])
+            begin += len(servers)
 
     def take(self, gpus: np.ndarray) -> None:
-        """Mark ``gpus`` (free, distinct) as used."""
-        self.free[gpus] = False
-        np.subtract.at(self._counts, self._cells[gpus].ravel(), 1)
-        self.n_free -= len(gpus)
+        """Mark ``gpus`` (free, distinct dense GPU indices) as used, updating every counter."""
+        self._update(gpus, False, -1)
 
     def release(self, gpus: np.ndarray) -> None:
-        """Mark ``gpus`` (used, not busy, distinct) as free again."""
-        self.free[gpus] = True
-        np.add.at(self._counts, self._cells[gpus].ravel(), 1)
-        self.n_free += len(gpus)
+        """Mark ``gpus`` (taken, not busy, distinct dense GPU indices) as free again."""
+        self._update(gpus, True, 1)
+
+    def _update(self, gpus: np.ndarray, free: bool, delta: int) -> None:
+        g: np.ndarray | np.integer = gpus
+        if len(gpus) == 1:  # the common case: one GPU owns distinct counters, so no ufunc.at
+            g = gpus[0]
+            self._counts[self._cells[g]] += delta
+        else:
+            np.add.at(self._counts, self._cells[gpus].ravel(), delta)
+        self.free[g] = free
+        self.avail[:, g] = self.level[:, g] if free else self._taken
+        self.n_free += delta * len(gpus)
 
     def server_gpus(self, s: int) -> np.ndarray:
         """Free GPU indices of server ``s``, ascending."""
-        lo, hi = self.start[s], self.start[s + 1]
-        return lo + np.flatnonzero(self.free[lo:hi])
+        lo, hi = self._bounds[s], self._bounds[s + 1]
+        return self._index[lo:hi][self.free[lo:hi]]
 
     def server_gpus_at(self, c: int, s: int, max_level: int, exact: bool = False) -> np.ndarray:
         """Free GPUs of server ``s`` with level ``<= max_level`` (``== max_level`` if ``exact``)
         for class ``c``, ascending."""
-        lo, hi = self.start[s], self.start[s + 1]
-        lev = self.level[c, lo:hi]
-        ok = lev == max_level if exact else lev <= max_level
-        return lo + np.flatnonzero(self.free[lo:hi] & ok)
-
-    def cum_total(self, c: int) -> np.ndarray:
-        """``cum_total(c)[l]``: free GPUs of level ``<= l`` for class ``c``."""
-        return np.cumsum(self.tot[c])
+        lo, hi = self._bounds[s], self._bounds[s + 1]
+        avail = self.avail[c, lo:hi]
+        return self._index[lo:hi][(avail == max_level) if exact else (avail <= max_level)]
 
     def level_for(self, c: int, n: int) -> int | None:
-        """The lowest level ``l`` with at least ``n`` free GPUs of level ``<= l``, or ``None``."""
+        """The lowest level ``l`` with at least ``n`` free GPUs of level ``<= l`` for class
+        ``c``, or ``None`` if fewer than ``n`` GPUs are free."""
         if self.n_free < n:
             return None
-        return int(np.searchsorted(self.cum_total(c), n))
+        if len(self.values[c]) > 16:
+            return int(self.tot[c].cumsum().searchsorted(n))
+        total = 0
+        for lvl, count in enumerate(self.tot[c].tolist()):
+            total += count
+            if total >= n:
+                return lvl
+        raise AssertionError("level counts out of sync with the free mask")
 
     def pm_first(self, c: int, n: int, best_fit: bool = False) -> np.ndarray | None:
         """PM-First: the ``n`` best free GPUs for class ``c``, or ``None`` if too few are free.
@@ -148,7 +191,8 @@ class FreePool:
             ``False``: the artifact's score ``|group size - n|``, where a group too small to
             hold the job ties with a larger one. ``True``: groups that can hold all GPUs still
             needed from level ``L`` come first, smallest first; then the others, largest
-            first, so the job spans as few servers as the level allows.
+            first, so the job spans as few servers as the level allows. (The two agree for
+            one GPU.)
 
         Returns
         -------
@@ -158,25 +202,28 @@ class FreePool:
         top = self.level_for(c, n)
         if top is None:
             return None
+        servers, row = self.groups[c][top]
+        if n == 1:
+            # The group with the fewest (but some) free GPUs: as unsigned, count - 1 wraps
+            # around to the largest value for an empty group.
+            s = int(servers[(row - 1).view(np.uint64).argmin()])
+            return self.server_gpus_at(c, s, top, exact=True)[:1]
         parts: list[np.ndarray] = []
         need = n
         if top > 0:
-            lower = np.flatnonzero(self.free & (self.level[c] < top))
+            lower = (self.avail[c] < top).nonzero()[0]
             parts.append(lower)
             need -= len(lower)
-        row = self.cnt[c, top]
-        big = np.iinfo(np.int64).max
         if best_fit:
             score = np.where(row >= need, row - need, self.max_server_size + need - row)
         else:
-            score = np.abs(row - n)
-        score = np.where(row > 0, score, big)
+            score = abs(row - n)
+        score[row == 0] = _NEVER
         while need > 0:
-            best = score.min()
-            hit = np.flatnonzero(score == best)
-            score[hit] = big
-            for s in hit:
-                gpus = self.server_gpus_at(c, int(s), top, exact=True)[:need]
+            hit = (score == score[score.argmin()]).nonzero()[0]  # (argmin: cheaper than min)
+            score[hit] = _NEVER
+            for s in servers[hit].tolist():
+                gpus = self.server_gpus_at(c, s, top, exact=True)[:need]
                 parts.append(gpus)
                 need -= len(gpus)
                 if need == 0:

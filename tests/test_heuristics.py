@@ -1,0 +1,329 @@
+"""Unit tests of the free pool and each chooser, and properties of every heuristic solver."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from palopt import Instance, Job, build_cluster
+from palopt.cost import assert_feasible
+from palopt.errors import InputError
+from palopt.instance import penalty_matrix
+from palopt.result import Action, PlacementResult
+from palopt.solvers.base import get_solver
+from palopt.solvers.heuristics import (
+    RoundContext,
+    choose_packed,
+    choose_pal,
+    choose_pmfirst,
+    choose_random,
+    pal_walk_ranks,
+)
+from palopt.solvers.pool import FreePool
+
+HEURISTICS = ("pal", "pmfirst", "packed-sticky", "packed-nonsticky", "random-sticky",
+              "random-nonsticky")
+STICKY = ("packed-sticky", "random-sticky")
+CLASS_SORTED = ("pal", "pmfirst")
+CTX = RoundContext(np.random.default_rng(0))
+
+
+def make(slowdown: list[list[float]], servers: int, per_server: int, queue: tuple[Job, ...] = (),
+         busy: tuple[int, ...] | list[int] = (), penalty: float = 1.7) -> Instance:
+    topo = build_cluster(1, servers, per_server)
+    classes = tuple(f"c{i}" for i in range(len(slowdown)))
+    mask = np.zeros(topo.n_gpus, dtype=bool)
+    mask[list(busy)] = True
+    return Instance(topo, classes, np.array(slowdown), penalty_matrix(topo, classes, penalty),
+                    queue, mask)
+
+
+def solve(name: str, inst: Instance, seed: int = 0, **config: str) -> PlacementResult:
+    result = get_solver(name, **config).solve(inst, seed=seed)
+    assert_feasible(inst, result.assignment())
+    return result
+
+
+def ids(gpus: np.ndarray | None) -> list[int]:
+    """A chooser's GPUs, sorted (it must have found some)."""
+    assert gpus is not None
+    return sorted(gpus.tolist())
+
+
+# ---------------------------------------------------------------- FreePool
+
+
+def assert_in_sync(pool: FreePool) -> None:
+    inst = pool.instance
+    free = pool.free
+    assert not (free & inst.busy).any()
+    assert (pool.avail == np.where(free, pool.level, pool.tot.shape[1])).all()
+    assert pool.n_free == free.sum()
+    assert pool.server_free.tolist() == np.bincount(pool.server[free],
+                                                    minlength=pool.n_servers).tolist()
+    for c in range(len(inst.classes)):
+        levels = len(pool.values[c])
+        expect = np.zeros((levels, pool.n_servers), dtype=np.int64)
+        np.add.at(expect, (pool.level[c][free], pool.server[free]), 1)
+        assert (pool.tot[c, :levels] == expect.sum(axis=1)).all()
+        for lvl in range(levels):
+            servers, counts = pool.groups[c][lvl]
+            has = np.unique(pool.server[pool.level[c] == lvl])
+            assert servers.tolist() == has.tolist()
+            assert counts.tolist() == expect[lvl, has].tolist()
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.data())
+def test_pool_counts_follow_the_mask(data: st.DataObject) -> None:
+    servers = data.draw(st.integers(1, 4))
+    per = data.draw(st.integers(1, 4))
+    n = servers * per
+    rows = data.draw(st.lists(st.lists(st.sampled_from([0.9, 1.0, 1.3, 2.0]), min_size=n,
+                                       max_size=n), min_size=1, max_size=3))
+    busy = data.draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n - 1))
+    pool = FreePool(make(rows, servers, per, busy=busy))
+    assert_in_sync(pool)
+    taken: list[np.ndarray] = []
+    for _ in range(data.draw(st.integers(1, 8))):
+        free = np.flatnonzero(pool.free)
+        if taken and (not len(free) or data.draw(st.booleans())):
+            pool.release(taken.pop(data.draw(st.integers(0, len(taken) - 1))))
+        elif len(free):
+            k = data.draw(st.integers(1, len(free)))
+            gpus = np.array(data.draw(st.permutations(free.tolist()))[:k])
+            pool.take(gpus)
+            taken.append(gpus)
+        assert_in_sync(pool)
+
+
+def test_pool_server_gpus_and_levels() -> None:
+    pool = FreePool(make([[1.0, 2.0, 1.0, 1.0, 2.0, 2.0]], 2, 3, busy=[2]))
+    assert pool.server_gpus(0).tolist() == [0, 1]
+    assert pool.server_gpus_at(0, 1, 0).tolist() == [3]
+    assert pool.server_gpus_at(0, 1, 1, exact=True).tolist() == [4, 5]
+    assert pool.level_for(0, 2) == 0 and pool.level_for(0, 3) == 1
+    assert pool.level_for(0, 6) is None
+
+
+# ---------------------------------------------------------------- choosers
+
+
+def test_pmfirst_fastest_level_first_then_best_match() -> None:
+    # level 0: g0 (s0), g4, g5, g6 (s1); the rest level 1.
+    pool = FreePool(make([[1.0, 2.0, 2.0, 2.0, 1.0, 1.0, 1.0, 2.0]], 2, 4))
+    # |1 - 1| = 0 for s0's single level-0 GPU.
+    assert ids(choose_pmfirst(pool, 0, 1, CTX)) == [0]
+    # N = 2: s0's group (1) and s1's (3) both score 1, so the artifact splits the job ...
+    assert ids(choose_pmfirst(pool, 0, 2, CTX)) == [0, 4]
+    # ... the fixed score prefers the group able to hold it.
+    fixed = RoundContext(np.random.default_rng(0), fixed=True)
+    assert ids(choose_pmfirst(pool, 0, 2, fixed)) == [4, 5]
+    # N = 5: all 4 level-0 GPUs, then one from the level-1 group closest to 5 (s0's 3).
+    assert ids(choose_pmfirst(pool, 0, 5, CTX)) == [0, 1, 4, 5, 6]
+    assert choose_pmfirst(pool, 0, 9, CTX) is None
+
+
+def test_pal_walk_ranks_ties() -> None:
+    values = np.array([1.0, 2.0])
+    # costs: within 1.0, 2.0; across (P = 2) 2.0, 4.0: (L1, within) ties (L0, across).
+    first_1_0 = pal_walk_ranks(values, np.array([0, 1]), 1.0, 2.0, fixed=False)
+    assert first_1_0 == ((0, 2), (1, 3))  # value 1.0 listed first: its across option first
+    first_2_0 = pal_walk_ranks(values, np.array([1, 0]), 1.0, 2.0, fixed=False)
+    assert first_2_0 == ((0, 1), (2, 3))  # value 2.0 listed first: its within option first
+    assert pal_walk_ranks(values, np.array([0, 1]), 1.0, 2.0, fixed=True) == ((0, 1), (2, 3))
+    assert pal_walk_ranks(values, np.array([0, 1]), 1.0, None, fixed=False) == ((0, 1), (2, 2))
+
+
+def pal_ctx(pool: FreePool, fixed: bool = False) -> RoundContext:
+    inst = pool.instance
+    walk = tuple(pal_walk_ranks(pool.values[c], pool.first_seen[c], 1.0,
+                                float(inst.penalty[c, 1]), fixed)
+                 for c in range(len(inst.classes)))
+    return RoundContext(np.random.default_rng(0), fixed, walk)
+
+
+def test_pal_within_server_choice() -> None:
+    # s0: levels 1 1 0 1; s1: 0 1 1 1; s2: 1 1 1 1 (values 1.0 / 1.1).
+    row = [1.1, 1.1, 1.0, 1.1, 1.0, 1.1, 1.1, 1.1, 1.1, 1.1, 1.1, 1.1]
+    pool = FreePool(make([row], 3, 4))
+    ctx = pal_ctx(pool)
+    # No server has 2 level-0 GPUs; (L1, within) costs 1.1 < 1.7: the first server with the
+    # most eligible GPUs (all tie at 4: s0) and its first two GPUs.
+    assert ids(choose_pal(pool, 0, 2, ctx)) == [0, 1]
+    pool.take(np.array([0, 1, 8]))
+    # s0 has 2 eligible, s1 4, s2 3 -> s1.
+    assert ids(choose_pal(pool, 0, 3, ctx)) == [4, 5, 6]
+    # One GPU: PM-First (the level-0 GPU of a group of exactly one: g2).
+    assert ids(choose_pal(pool, 0, 1, ctx)) == [2]
+    # More than a server: PM-First over all free GPUs: both level-0 GPUs, then 3 level-1
+    # GPUs from the groups closest to 5 (s1's and s2's 3 tie; s1 first).
+    assert ids(choose_pal(pool, 0, 5, ctx)) == [2, 4, 5, 6, 7]
+    assert choose_pal(pool, 0, 10, ctx) is None
+
+
+def test_pal_goes_across_when_cheaper() -> None:
+    # Level 0 (1.0) on g0 (s0) and g4 (s1); level 1 = 2.0. For 2 GPUs, (L0, across) costs
+    # 1.7 < 2.0 = (L1, within).
+    row = [1.0, 2.0, 2.0, 2.0, 1.0, 2.0, 2.0, 2.0]
+    pool = FreePool(make([row], 2, 4))
+    assert ids(choose_pal(pool, 0, 2, pal_ctx(pool))) == [0, 4]
+
+
+def test_packed_rules() -> None:
+    pool = FreePool(make([[1.0] * 12], 3, 4, busy=[0, 1, 4]))  # free: s0 2, s1 3, s2 4
+    assert ids(choose_packed(pool, 0, 3, CTX)) == [5, 6, 7]  # exact match
+    assert ids(choose_packed(pool, 0, 1, CTX)) == [2]  # tightest with enough: s0
+    assert ids(choose_packed(pool, 0, 4, CTX)) == [8, 9, 10, 11]
+    # Else the servers with the most free GPUs first (s2, s1, s0), first GPUs of each.
+    assert ids(choose_packed(pool, 0, 6, CTX)) == [5, 6, 8, 9, 10, 11]
+    assert ids(choose_packed(pool, 0, 8, CTX)) == [2, 5, 6, 7, 8, 9, 10, 11]
+    assert choose_packed(pool, 0, 10, CTX) is None
+
+
+def test_random_draws_free_gpus_by_seed() -> None:
+    pool = FreePool(make([[1.0] * 8], 2, 4, busy=[1, 6]))
+    draws = [choose_random(pool, 0, 3, RoundContext(np.random.default_rng(7))) for _ in "ab"]
+    assert ids(draws[0]) == ids(draws[1])
+    assert len(set(ids(draws[0]))) == 3 and not set(ids(draws[0])) & {1, 6}
+    assert choose_random(pool, 0, 7, CTX) is None
+
+
+# ---------------------------------------------------------------- frames and options
+
+
+def test_sticky_preempts_lowest_ranked_one_at_a_time() -> None:
+    queue = (Job("top", 2, "c0", current_gpus=(0, 1)), Job("w", 3, "c0"),
+             Job("r1", 1, "c0", current_gpus=(4,)), Job("r2", 1, "c0", current_gpus=(5,)),
+             Job("r3", 1, "c0", current_gpus=(6,)))
+    result = solve("packed-sticky", make([[1.0] * 8], 2, 4, queue))
+    by_id = {p.job_id: p for p in result.placements}
+    # 3 GPUs are free (2, 3, 7) and w needs 3: nothing is preempted.
+    assert by_id["w"].action == Action.START and {p.action for p in result.placements
+                                                  if p.job_id != "w"} == {Action.KEEP}
+    queue = queue[:1] + (Job("w", 5, "c0"),) + queue[2:]
+    result = solve("packed-sticky", make([[1.0] * 8], 2, 4, queue))
+    by_id = {p.job_id: p for p in result.placements}
+    # 3 free; w (5) preempts r3, then r2: the lowest-ranked first, and no more than needed.
+    assert by_id["w"].placed
+    assert (by_id["r3"].action, by_id["r2"].action) == (Action.PREEMPT, Action.PREEMPT)
+    assert by_id["r3"].reason == "preempted for job 'w'"
+    assert (by_id["top"].action, by_id["r1"].action) == (Action.KEEP, Action.KEEP)
+
+
+def test_sticky_stops_when_preemption_is_not_enough() -> None:
+    queue = (Job("top", 4, "c0", current_gpus=(0, 1, 2, 3)), Job("w", 6, "c0"),
+             Job("r", 1, "c0", current_gpus=(4,)), Job("x", 1, "c0"))
+    result = solve("random-sticky", make([[1.0] * 8], 2, 4, queue))
+    by_id = {p.job_id: p for p in result.placements}
+    assert not by_id["w"].placed and by_id["top"].action == Action.KEEP
+    assert by_id["r"].action == Action.PREEMPT  # the artifact does not restore it
+    assert not by_id["x"].placed and str(by_id["x"].reason).startswith("blocked")
+    fixed = solve("random-sticky", make([[1.0] * 8], 2, 4, queue), variant="fixed")
+    assert [p.action for p in fixed.placements] == [Action.KEEP, Action.WAIT, Action.KEEP,
+                                                     Action.WAIT]
+
+
+def test_sticky_offers_a_preempted_job_again_at_its_position() -> None:
+    # w preempts v; the walk then reaches v, a waiting job now, which does not fit in the one
+    # GPU left, so the round stops there and x is not placed (as in the artifact).
+    queue = (Job("w", 3, "c0"), Job("v", 2, "c0", current_gpus=(0, 1)), Job("x", 1, "c0"))
+    result = solve("packed-sticky", make([[1.0] * 4], 1, 4, queue))
+    assert [p.placed for p in result.placements] == [True, False, False]
+    assert result.placements[1].reason == "preempted for job 'w'"
+    assert result.placements[2].reason == "blocked: placement stopped at job 'v' (no backfill)"
+
+
+def test_variant_option() -> None:
+    assert get_solver("pmfirst", variant="fixed").solve(make([[1.0]], 1, 1)).settings == {
+        "policy": "pmfirst", "sticky": False, "class_sort": True, "variant": "fixed"}
+    with pytest.raises(InputError, match="variant"):
+        get_solver("pal", variant="newest")
+    with pytest.raises(InputError, match="variant"):
+        get_solver("packed-nonsticky", variant="fixed")
+
+
+# ---------------------------------------------------------------- properties
+
+
+@st.composite
+def instances(draw: st.DrawFn) -> Instance:
+    racks = draw(st.integers(1, 2))
+    servers = draw(st.integers(1, 3))
+    per = draw(st.integers(1, 4))
+    island = draw(st.sampled_from([None] + [k for k in (2, 4) if per % k == 0]))
+    topo = build_cluster(racks, servers, per, nvlink_island=island)
+    n = topo.n_gpus
+    n_classes = draw(st.integers(1, 3))
+    values = st.sampled_from([0.9, 1.0, 1.05, 1.2, 1.7, 2.0])
+    slowdown = [draw(st.lists(values, min_size=n, max_size=n)) for _ in range(n_classes)]
+    busy = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    if busy.all():
+        busy[0] = False
+    classes = tuple(f"c{i}" for i in range(n_classes))
+    spare = [int(g) for g in draw(st.permutations(np.flatnonzero(~busy).tolist()))]
+    queue = []
+    for i in range(draw(st.integers(0, 8))):
+        k = draw(st.integers(1, min(n, 2 * per + 1)))
+        cur: tuple[int, ...] = ()
+        if len(spare) >= k and draw(st.booleans()):
+            cur, spare = tuple(spare[:k]), spare[k:]
+        queue.append(Job(f"j{i}", k, draw(st.sampled_from(classes)), current_gpus=cur))
+    penalty = draw(st.sampled_from([1.0, 1.3, 1.7]))
+    return Instance(topo, classes, np.array(slowdown), penalty_matrix(topo, classes, penalty),
+                    tuple(queue), busy)
+
+
+SOLVER_CONFIGS: list[tuple[str, dict[str, str]]] = [(name, {}) for name in HEURISTICS] + [
+    (name, {"variant": "fixed"}) for name in ("pal", "pmfirst", "packed-sticky")]
+
+
+@pytest.mark.parametrize(("name", "config"), SOLVER_CONFIGS)
+@settings(max_examples=40, deadline=None)
+@given(inst=instances(), seed=st.integers(0, 2**32 - 1))
+def test_solver_properties(name: str, config: dict[str, str], inst: Instance,
+                           seed: int) -> None:
+    result = solve(name, inst, seed, **config)
+    again = get_solver(name, **config).solve(inst, seed=seed)
+    assert [p.gpus for p in again.placements] == [p.gpus for p in result.placements]
+    busy = set(np.flatnonzero(inst.busy).tolist())
+    for job, p in zip(inst.queue, result.placements, strict=True):
+        assert not busy & set(p.gpus)
+        if p.placed and job.is_running:
+            same = p.gpus == tuple(sorted(job.current_gpus))
+            assert (p.action == Action.KEEP) == same
+    if name in STICKY:
+        check_sticky(inst, result, fixed=bool(config))
+    elif name in CLASS_SORTED:
+        check_window(inst, result)
+    else:
+        placed = [p.placed for p in result.placements]
+        assert placed == sorted(placed, reverse=True)  # a prefix of the queue, then a stop
+
+
+def check_sticky(inst: Instance, result: PlacementResult, fixed: bool) -> None:
+    """Running jobs keep their GPUs unless a waiting job ranked above preempted them (and, in
+    the fixed variant, got placed thanks to it), and the preempted ones are the lowest-ranked
+    running jobs."""
+    running = [i for i, j in enumerate(inst.queue) if j.is_running]
+    order = [j.id for j in inst.queue]
+    preempted = []
+    for i in running:
+        p = result.placements[i]
+        assert p.action in (Action.KEEP, Action.PREEMPT)
+        if p.action == Action.PREEMPT:
+            preempted.append(i)
+            by = order.index(str(p.reason).removeprefix("preempted for job ").strip("'"))
+            assert by < i and not inst.queue[by].is_running
+            assert result.placements[by].placed or not fixed
+    assert preempted == running[len(running) - len(preempted):]
+
+
+def check_window(inst: Instance, result: PlacementResult) -> None:
+    """PAL and PM-First place exactly the window (its demands fit, and they never fail while
+    enough GPUs are free)."""
+    demand = np.cumsum([j.num_gpus for j in inst.queue])
+    window = int(np.searchsorted(demand, inst.n_available, side="right"))
+    assert [p.placed for p in result.placements] == [i < window for i in range(len(inst.queue))]
