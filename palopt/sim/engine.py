@@ -398,7 +398,10 @@ class Simulator:
         pending = [j for j, p in zip(instance.queue, placements, strict=True)
                    if not p.placed and not j.is_running]
         while len(pending) > 1:
-            pending = pending[1:]  # drop the blocked job at the head
+            free = int((~used).sum())
+            pending = [j for j in pending[1:] if j.num_gpus <= free]  # drop the blocked head
+            if not pending:
+                break
             sub = Instance(instance.topology, instance.classes, instance.slowdown,
                            instance.penalty, tuple(pending), used)
             res = self.solver.solve(sub, time_limit=self.config.time_limit,
