@@ -1,11 +1,13 @@
 """palopt: variability- and locality-aware placement of ML jobs on GPU clusters."""
 
+from palopt.binning import bin_values
 from palopt.cost import assert_feasible, check_feasible, evaluate, job_cost
 from palopt.errors import InputError, PaloptError, UnknownSolverError
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.result import JobPlacement, PlacementResult
 from palopt.solvers import get_solver, list_solvers, solve
 from palopt.topology import Topology, build_cluster, parse_shape
+from palopt.variability import VariabilityProfile, assign_profile, build_instance, load_profile
 
 __all__ = [
     "Instance",
@@ -16,13 +18,18 @@ __all__ = [
     "PlacementResult",
     "Topology",
     "UnknownSolverError",
+    "VariabilityProfile",
     "assert_feasible",
+    "assign_profile",
+    "bin_values",
     "build_cluster",
+    "build_instance",
     "check_feasible",
     "evaluate",
     "get_solver",
     "job_cost",
     "list_solvers",
+    "load_profile",
     "parse_shape",
     "penalty_matrix",
     "solve",

@@ -18,7 +18,12 @@ from palopt.errors import PaloptError
 
 __all__ = ["main", "build_parser"]
 
-COMMAND_MODULES = ("palopt.commands.solve", "palopt.commands.simulate")
+COMMAND_MODULES = (
+    "palopt.commands.solve",
+    "palopt.commands.profile",
+    "palopt.commands.topology",
+    "palopt.commands.simulate",
+)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,6 +50,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        sys.stderr.close()  # the reader went away (e.g. `| head`): not an error of ours
+        return 0
     except (PaloptError, OSError, ImportError) as exc:
         print(f"palopt: error: {exc}", file=sys.stderr)
         return 2

@@ -49,4 +49,4 @@ class UnknownSolverError(PaloptError, KeyError):
 
 
 class InfeasiblePlacementError(PaloptError):
-    """A placement that violates the feasibility rules (raised by :func:`palopt.cost.assert_feasible`)."""
+    """A placement that breaks the feasibility rules (see :func:`palopt.cost.assert_feasible`)."""

@@ -69,7 +69,7 @@ class Instance:
         Jobs in the scheduler's order, running ones included.
     busy : numpy.ndarray, optional
         Boolean mask of GPUs that no queued job may use (down, reserved, or run by jobs outside
-        this round). Defaults to all free.
+        this round). Empty (the default) means none.
 
     Raises
     ------
@@ -83,7 +83,7 @@ class Instance:
     slowdown: np.ndarray
     penalty: np.ndarray
     queue: tuple[Job, ...]
-    busy: np.ndarray = field(default=None)  # type: ignore[assignment]
+    busy: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
     class_index: Mapping[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -115,7 +115,9 @@ class Instance:
             c, k = np.argwhere(dec)[0]
             raise InputError(f"penalties.{classes[c]}.{topo.tiers[k + 1]}", float(pen[c, k + 1]),
                              f"must not be below the penalty of tier {topo.tiers[k]!r}")
-        busy = np.zeros(n, dtype=bool) if self.busy is None else np.array(self.busy, dtype=bool)
+        busy = np.array(self.busy, dtype=bool)
+        if busy.size == 0:
+            busy = np.zeros(n, dtype=bool)
         if busy.shape != (n,):
             raise InputError("busy", busy.shape, f"expected a mask of {n} GPUs")
         class_index = {c: i for i, c in enumerate(classes)}
@@ -231,7 +233,8 @@ def penalty_matrix(
     for c in classes:
         spec = per_class.get(c, per_class.get("default"))
         if spec is None:
-            raise InputError(f"{field_name}.{c}", None, "no penalties for this class and no default")
+            raise InputError(f"{field_name}.{c}", None,
+                             "no penalties for this class and no default")
         if not isinstance(spec, Mapping):
             raise InputError(f"{field_name}.{c}", spec, "expected a mapping tier -> penalty")
         for t in spec:

@@ -5,7 +5,7 @@ An instance file::
     {
       "format": "palopt.instance/1",
       "name": "example", "source": "where the data came from",
-      "topology": {"shape": "8x4"},                       # or node-link {"nodes": [...], "edges": [...]}
+      "topology": {"shape": "8x4"},         # or node-link {"nodes": [...], "edges": [...]}
       "classes": ["classA", "classB"],                   # PAL's class priority order
       "slowdown": {"classA": {"gpu0": 1.02, ...}, ...},  # or a list in topology GPU order
       "penalties": 1.7,                                  # or {tier: p} or {class: {tier: p}}
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -89,7 +89,7 @@ def _slowdown_matrix(topo: Topology, classes: tuple[str, ...], spec: Any) -> np.
         if isinstance(row, list):
             if len(row) != topo.n_gpus:
                 raise InputError(where, len(row), f"expected {topo.n_gpus} values (one per GPU)")
-            pairs = zip(topo.gpu_ids, row, strict=True)
+            pairs: Iterable[tuple[str, Any]] = zip(topo.gpu_ids, row, strict=True)
         elif isinstance(row, Mapping):
             unknown = [g for g in row if g not in topo._gpu_index]
             if unknown:
@@ -115,7 +115,8 @@ def _job_from_dict(topo: Topology, i: int, data: Any) -> Job:
     known = {"id", "num_gpus", "class", "weight", "current_gpus"}
     extra = sorted(set(data) - known)
     if extra:
-        raise InputError(f"{where}{extra[0]}", data[extra[0]], f"unknown field; known: {sorted(known)}")
+        raise InputError(f"{where}{extra[0]}", data[extra[0]],
+                         f"unknown field; known: {sorted(known)}")
     job_id = data.get("id")
     if isinstance(job_id, int) and not isinstance(job_id, bool):
         job_id = str(job_id)

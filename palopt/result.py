@@ -115,6 +115,12 @@ class PlacementResult:
         """Job id -> GPU indices, for placed jobs only."""
         return {p.job_id: p.gpus for p in self.placements if p.gpus}
 
+    def to_frame(self, instance: Instance) -> Any:
+        """One row per job as a pandas DataFrame (see :func:`palopt.export.to_frame`)."""
+        from palopt.export import to_frame
+
+        return to_frame(self, instance)
+
     def to_dict(self, instance: Instance) -> dict[str, Any]:
         """JSON-ready form with GPU and server names from ``instance``'s topology."""
         topo = instance.topology

@@ -5,14 +5,14 @@ The graph has nodes of four kinds (node attribute ``kind``):
 - ``gpu``: a leaf; joined to exactly one ``server`` by a ``pcie`` link, and to other GPUs of the
   same server by ``nvlink`` links (an NVLink island is a connected component of those links);
 - ``server``: a host; joined to one switch by a ``network`` link (a one-server cluster needs none);
-- ``switch``: a network switch; switches form a tree whose root is the switch with ``tier="cluster"``
-  (or ``root=True``, or the only switch). A switch's ``tier`` names its level (``rack`` by default
-  for switches that servers attach to).
+- ``switch``: a network switch; switches form a tree whose root is the switch with
+  ``tier="cluster"`` (or ``root=True``, or the only switch). A switch's ``tier`` names its
+  level (``rack`` by default for switches that servers attach to).
 
 From the graph, :class:`Topology` derives once, per GPU, the id of the group holding it at every
 tier, lowest first: ``nvlink`` (only if the graph has NVLink links) < ``server`` < switch levels
-from the leaves up to the root. The
-tier of a GPU set is the lowest tier at which all its GPUs share a group: a few array lookups.
+from the leaves up to the root. The tier of a GPU set is the lowest tier at which all its GPUs
+share a group: a few array lookups.
 """
 
 from __future__ import annotations
@@ -165,7 +165,8 @@ class Topology:
                 {"directed": False, "multigraph": False, "graph": {}, **data}, edges=edges_key
             )
         except (KeyError, TypeError, nx.NetworkXError) as exc:
-            raise InputError(field_name, data.get("nodes", [])[:1], f"bad node-link data: {exc}")
+            raise InputError(field_name, data.get("nodes", [])[:1],
+                             f"bad node-link data: {exc}") from None
         return cls.from_graph(graph, field_name=field_name)
 
     @classmethod

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from palopt.cost import assert_feasible
+from palopt.export import format_slurm
 from palopt.instance import Instance
 from palopt.io import instance_schema, load_instance
 from palopt.result import PlacementResult
@@ -36,8 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--option", "-o", action="append", type=_parse_option, default=[],
                    metavar="KEY=VALUE", help="solver option (repeatable), e.g. -o backend=highs")
     p.add_argument("--out", type=Path, help="also write the result as JSON to this file")
-    p.add_argument("--format", choices=["text", "json"], default="text",
-                   help="what to print (default: a table)")
+    p.add_argument("--format", choices=["json", "table", "slurm"], default="json",
+                   help="what to print: the result as JSON (default), a table, or per placed "
+                        "job its Slurm node list and CUDA_VISIBLE_DEVICES per node")
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("validate", help="check an instance file; exit 2 with the reason if bad")
@@ -56,8 +58,8 @@ def format_result(instance: Instance, result: PlacementResult) -> str:
     """A human-readable table of a placement result."""
     topo = instance.topology
     lines = [
-        f"solver {result.solver}: status {result.status}, {result.n_placed}/{len(result.placements)}"
-        f" jobs placed, objective {result.objective:.4f}"
+        f"solver {result.solver}: status {result.status}, "
+        f"{result.n_placed}/{len(result.placements)} jobs placed, objective {result.objective:.4f}"
         + (f", bound {result.bound:.4f}, gap {100 * (result.gap or 0):.2f}%"
            if result.bound is not None else "")
         + f", {1000 * result.wall_time:.1f} ms",
@@ -89,6 +91,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     if args.format == "json":
         json.dump(data, sys.stdout, indent=1)
         print()
+    elif args.format == "slurm":
+        print(format_slurm(result, instance))
     else:
         print(format_result(instance, result))
     return 0

@@ -1,0 +1,310 @@
+"""Binning per-GPU slowdowns into a few levels: exact 1-D k-means by dynamic programming.
+
+PAL ranks GPUs by a *level* rather than by the raw measurement, so that GPUs whose performance
+differs only by noise count as equal and locality can break the tie. This module turns one class's
+values into levels, two ways (selected by name in :func:`bin_values`):
+
+``"kmeans"`` (default)
+    The optimal partition of the sorted values into ``k`` contiguous clusters (minimum total
+    squared error), found exactly by dynamic programming, so the result is deterministic and
+    global (no random restarts). ``k`` is the smallest number of clusters, at most ``k_max``
+    (default 8), such that every value lies within a relative tolerance ``tol`` (default 2%) of
+    its cluster centre: ``|v - centre| <= tol * centre``. If no ``k <= k_max`` meets the
+    tolerance, ``k_max`` is used. A value's level is its cluster centre, on the scale of the
+    input (with profiles normalised to the median GPU, 1.0 is the median GPU).
+
+``"artifact"``
+    The rule of the PAL artifact (hal-uw/blox-pal, ``placement/pal.py``): ``k = 2 + u`` where
+    ``u`` counts the upper outliers, values above ``mean + 3 sd`` (sample standard deviation);
+    the artifact meant to choose the base 2 by silhouette score, but its loop returns after the
+    first candidate, so it is always 2. All values (outliers included) are clustered into ``k``
+    groups, and a value's level is its cluster centre divided by the median of the ``k``
+    centres. The artifact used scikit-learn's Lloyd iterations from a k-means++ start; here the
+    clusters are the exact optimum, which gives the same levels whenever Lloyd's method found
+    the optimum (it does on the artifact's 64-GPU cluster; see ``tests/test_binning.py``).
+
+Examples
+--------
+>>> b = bin_values([1.0, 1.01, 0.99, 1.5, 1.52])
+>>> b.k, b.centres.round(3).tolist()
+(2, [1.0, 1.51])
+>>> b = bin_values([1.0, 1.01, 0.99, 1.5, 1.52], method="artifact")
+>>> b.levels.round(4).tolist()
+[0.7968, 0.7968, 0.7968, 1.2032, 1.2032]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from palopt.errors import InputError
+
+__all__ = ["Binning", "METHODS", "bin_values", "kmeans_1d"]
+
+METHODS = ("kmeans", "artifact")
+
+@dataclass(frozen=True, eq=False)
+class Binning:
+    """Levels of a set of values.
+
+    Attributes
+    ----------
+    levels : numpy.ndarray
+        Level of each input value, in input order.
+    labels : numpy.ndarray
+        Cluster index of each input value (clusters numbered by increasing centre).
+    centres : numpy.ndarray
+        Mean of each cluster, ascending.
+    k : int
+        Number of clusters.
+    method : str
+        ``"kmeans"`` or ``"artifact"``.
+    sse : float
+        Total squared distance of the values to their cluster centres.
+    """
+
+    levels: np.ndarray
+    labels: np.ndarray
+    centres: np.ndarray
+    k: int
+    method: str
+    sse: float
+
+    @property
+    def distinct_levels(self) -> np.ndarray:
+        """The distinct levels, ascending (one per cluster)."""
+        return np.unique(self.levels)
+
+
+class _KMeansDP:
+    """The dynamic programme of exact 1-D k-means, one layer per number of clusters.
+
+    The values are reduced to their distinct values ``u`` (sorted) with multiplicities, so equal
+    values always share a cluster. ``cost[k - 1][j]`` is the least total squared error of
+    splitting ``u[: j + 1]`` into ``k`` contiguous clusters and ``start[k - 1][j]`` the first
+    index of the last of those clusters (the smallest on ties, so results are deterministic).
+
+    A layer is ``cost[k][j] = min_i cost[k - 1][i - 1] + sse(i, j)``. The squared-error cost
+    obeys the quadrangle inequality, so the smallest minimising ``i`` never decreases with
+    ``j``; each layer is therefore computed by divide and conquer on ``j`` (solve the middle
+    ``j``, then search left and right halves only on their side of its ``i``), all the segments
+    of one recursion level at once with numpy: ``O(m log m)`` work per layer for ``m`` distinct
+    values.
+    """
+
+    def __init__(self, x: np.ndarray) -> None:
+        self.u, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
+        self.inverse = inverse.ravel()
+        w = counts.astype(np.float64)
+        uc = self.u - float(np.dot(w, self.u) / w.sum())  # centring keeps differences accurate
+        self.s0 = np.concatenate(([0.0], np.cumsum(w)))
+        self.s1 = np.concatenate(([0.0], np.cumsum(w * uc)))
+        self.s2 = np.concatenate(([0.0], np.cumsum(w * uc * uc)))
+        m = len(self.u)
+        self.cost = [self._sse(np.zeros(m, dtype=np.int64), np.arange(m))]
+        self.start = [np.zeros(m, dtype=np.int64)]
+
+    def _sse(self, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+        """Squared error of the clusters ``u[i..j]`` (elementwise)."""
+        n = self.s0[j + 1] - self.s0[i]
+        total = self.s1[j + 1] - self.s1[i]
+        return np.maximum(self.s2[j + 1] - self.s2[i] - total * total / n, 0.0)
+
+    def extend(self, k: int) -> None:
+        """Compute the layers up to ``k`` clusters (``k`` at most the distinct values)."""
+        m = len(self.u)
+        while len(self.cost) < k:
+            layer = len(self.cost)  # the new layer has layer + 1 clusters
+            prev = self.cost[-1]
+            cost = np.full(m, np.inf)
+            start = np.zeros(m, dtype=np.int64)
+            # segments: ends jl..jr, to be searched over starts il..ir
+            jl, jr = np.array([layer]), np.array([m - 1])
+            il, ir = np.array([layer]), np.array([m - 1])
+            while len(jl):
+                mid = (jl + jr) // 2
+                hi = np.minimum(ir, mid)
+                lens = hi - il + 1
+                firsts = np.cumsum(lens) - lens
+                seg = np.repeat(np.arange(len(mid)), lens)
+                i = il[seg] + np.arange(int(lens.sum())) - firsts[seg]
+                vals = prev[i - 1] + self._sse(i, mid[seg])
+                best = np.minimum.reduceat(vals, firsts)
+                arg = np.minimum.reduceat(np.where(vals == best[seg], i, m), firsts)
+                cost[mid] = best
+                start[mid] = arg
+                left, right = jl < mid, mid < jr
+                jl, jr, il, ir = (np.concatenate((jl[left], mid[right] + 1)),
+                                  np.concatenate((mid[left] - 1, jr[right])),
+                                  np.concatenate((il[left], arg[right])),
+                                  np.concatenate((arg[left], ir[right])))
+            self.cost.append(cost)
+            self.start.append(start)
+
+    def solve(self, k: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """Labels (input order), ascending centres and SSE of the optimal ``k``-split."""
+        self.extend(k)
+        m = len(self.u)
+        bounds = np.zeros(k, dtype=np.int64)
+        j = m - 1
+        for layer in range(k - 1, 0, -1):
+            bounds[layer] = self.start[layer][j]
+            j = bounds[layer] - 1
+        unique_labels = np.zeros(m, dtype=np.int64)
+        unique_labels[bounds[1:]] = 1
+        unique_labels = np.cumsum(unique_labels)
+        # mean of each cluster as its smallest value plus the mean offset from it: exact for a
+        # cluster of equal values, and free of the cancellation of a plain weighted sum
+        w = np.diff(self.s0)
+        base = self.u[np.concatenate(([0], bounds[1:]))]
+        offsets = np.bincount(unique_labels, weights=w * (self.u - base[unique_labels]))
+        centres = base + offsets / np.bincount(unique_labels, weights=w)
+        return unique_labels[self.inverse], centres, float(self.cost[k - 1][-1])
+
+
+def kmeans_1d(values: Sequence[float] | np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """Exact 1-D k-means: the partition of the values into ``k`` clusters of least squared error.
+
+    In one dimension an optimal clustering consists of contiguous runs of the sorted values, so
+    dynamic programming over the sorted distinct values finds it exactly, in ``O(k m log m)``
+    vectorised work for ``m`` distinct values (equal values always share a cluster).
+
+    Parameters
+    ----------
+    values : sequence of float
+        Finite values, at least ``k`` distinct.
+    k : int
+        Number of clusters, at least 1.
+
+    Returns
+    -------
+    labels : numpy.ndarray
+        Cluster of each value (input order), clusters numbered by increasing centre.
+    centres : numpy.ndarray
+        Cluster means, ascending.
+    sse : float
+        Total squared error.
+
+    Raises
+    ------
+    InputError
+        For non-finite values, ``k < 1`` or fewer than ``k`` distinct values.
+
+    Examples
+    --------
+    >>> labels, centres, sse = kmeans_1d([5.0, 1.0, 1.2, 5.4], 2)
+    >>> labels.tolist(), centres.round(2).tolist()
+    ([1, 0, 0, 1], [1.1, 5.2])
+    """
+    x = _check_values(values)
+    if not isinstance(k, (int, np.integer)) or k < 1:
+        raise InputError("k", k, "must be a positive integer")
+    if k > len(np.unique(x)):
+        raise InputError("k", k, f"more clusters than distinct values ({len(np.unique(x))})")
+    return _KMeansDP(x).solve(k)
+
+
+def _check_values(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    try:
+        x = np.asarray(values, dtype=np.float64).ravel()
+    except (TypeError, ValueError):
+        raise InputError("values", values, "expected a sequence of numbers") from None
+    if x.size == 0:
+        raise InputError("values", [], "need at least one value")
+    if not np.isfinite(x).all():
+        raise InputError("values", float(x[~np.isfinite(x)][0]), "values must be finite")
+    return x
+
+
+def artifact_k(values: Sequence[float] | np.ndarray) -> int:
+    """The artifact's number of clusters: 2 plus the upper outliers beyond mean + 3 sd.
+
+    The standard deviation is the sample one (``ddof=1``), as pandas computes it. The result
+    is capped at the number of distinct values.
+
+    Examples
+    --------
+    >>> artifact_k([1.0] * 20 + [1.01] * 20 + [3.0])
+    3
+    """
+    x = _check_values(values)
+    sd = float(np.std(x, ddof=1)) if x.size > 1 else 0.0
+    outliers = int(np.count_nonzero(x > x.mean() + 3.0 * sd))
+    return min(2 + outliers, len(np.unique(x)))
+
+
+def bin_values(
+    values: Sequence[float] | np.ndarray,
+    method: str = "kmeans",
+    k: int | None = None,
+    tol: float = 0.02,
+    k_max: int = 8,
+) -> Binning:
+    """Bin values into levels (see the module docstring for the two rules).
+
+    Parameters
+    ----------
+    values : sequence of float
+        Finite values, e.g. one class's slowdowns over a cluster's GPUs.
+    method : {"kmeans", "artifact"}
+        ``"kmeans"``: level = cluster centre, ``k`` by the tolerance rule. ``"artifact"``: level =
+        centre / median of the centres, ``k`` = 2 + upper outliers.
+    k : int, optional
+        Force the number of clusters (capped at the number of distinct values) instead of the
+        method's rule.
+    tol : float, default 0.02
+        Relative tolerance of the ``"kmeans"`` rule.
+    k_max : int, default 8
+        Largest ``k`` the ``"kmeans"`` rule tries.
+
+    Returns
+    -------
+    Binning
+
+    Raises
+    ------
+    InputError
+        For an unknown method, non-finite values, or a bad ``k``, ``tol`` or ``k_max``.
+
+    Examples
+    --------
+    >>> bin_values([1.0, 1.0, 1.3], method="kmeans").levels.tolist()
+    [1.0, 1.0, 1.3]
+    >>> bin_values([1.0, 1.0, 1.3], method="kmeans", k=1).k
+    1
+    """
+    if method not in METHODS:
+        raise InputError("method", method, f"must be one of {', '.join(METHODS)}")
+    x = _check_values(values)
+    distinct = len(np.unique(x))
+    if k is not None and (not isinstance(k, (int, np.integer)) or k < 1):
+        raise InputError("k", k, "must be a positive integer")
+    if not (isinstance(tol, (int, float)) and tol >= 0):
+        raise InputError("tol", tol, "must be a non-negative number")
+    if not isinstance(k_max, (int, np.integer)) or k_max < 1:
+        raise InputError("k_max", k_max, "must be a positive integer")
+    if k is not None:
+        k_rule = min(int(k), distinct)
+    elif method == "artifact":
+        k_rule = artifact_k(x)
+    else:
+        k_rule = None
+    dp = _KMeansDP(x)
+    if k_rule is None:
+        for kk in range(1, min(k_max, distinct) + 1):
+            labels, centres, sse = dp.solve(kk)
+            if np.all(np.abs(x - centres[labels]) <= tol * np.abs(centres[labels])):
+                break
+    else:
+        kk = k_rule
+        labels, centres, sse = dp.solve(kk)
+    levels = centres[labels]
+    if method == "artifact":
+        levels = levels / np.median(centres)
+    levels.setflags(write=False)
+    labels.setflags(write=False)
+    centres.setflags(write=False)
+    return Binning(levels, labels, centres, kk, method, sse)

@@ -1,0 +1,162 @@
+"""Slurm host lists: expand ``node[01-04,07],gpu-a[1-3]`` to names and compress names back.
+
+Syntax (the subset of Slurm's that topology files and node lists use):
+
+- items are separated by commas outside brackets: ``a1,b[2-3]``;
+- a bracket holds comma-separated numbers and ranges ``lo-hi`` (``lo <= hi``); a range is
+  zero-padded to the width of ``lo`` (``[08-10]`` -> ``08 09 10``, ``[9-10]`` -> ``9 10``);
+- an item may hold several brackets; it expands to their product in written order
+  (``r[1-2]n[1-2]`` -> ``r1n1 r1n2 r2n1 r2n2``).
+
+:func:`compress_hostlist` writes one bracket per prefix over the trailing number, and
+``expand_hostlist(compress_hostlist(names))`` gives the same names back
+(sorted, duplicates dropped).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from itertools import product
+
+from palopt.errors import InputError
+
+__all__ = ["expand_hostlist", "compress_hostlist"]
+
+_TRAILING = re.compile(r"^(.*?)(\d+)$")
+
+
+def _split_top(text: str) -> list[str]:
+    """Split on commas that are not inside brackets; brackets must balance and not nest."""
+    items, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        if ch == "[":
+            if depth:
+                raise ValueError("nested '['")
+            depth = 1
+        elif ch == "]":
+            if not depth:
+                raise ValueError("']' without '['")
+            depth = 0
+        elif ch == "," and not depth:
+            items.append(text[start:i])
+            start = i + 1
+    if depth:
+        raise ValueError("'[' is not closed")
+    items.append(text[start:])
+    return items
+
+
+def _expand_bracket(body: str) -> list[str]:
+    out: list[str] = []
+    for part in body.split(","):
+        lo, sep, hi = part.partition("-")
+        if not lo.isdigit() or (sep and not hi.isdigit()):
+            raise ValueError(f"bad range {part!r} (expected N or N-M with digits)")
+        if not sep:
+            out.append(lo)
+            continue
+        a, b = int(lo), int(hi)
+        if a > b:
+            raise ValueError(f"bad range {part!r} (start above end)")
+        out.extend(str(v).zfill(len(lo)) for v in range(a, b + 1))
+    return out
+
+
+def expand_hostlist(text: str, field_name: str = "hostlist") -> list[str]:
+    """Expand a Slurm host list into host names, in written order.
+
+    Parameters
+    ----------
+    text : str
+        E.g. ``"node[01-04,07],gpu-a[1-3]"``; surrounding white space is ignored.
+    field_name : str
+        Named in errors (e.g. ``"topology.conf:12"``).
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    InputError
+        For an empty item, unbalanced or nested brackets, a non-numeric or decreasing range.
+
+    Examples
+    --------
+    >>> expand_hostlist("node[01-03,07],gpu-a[9-10]")
+    ['node01', 'node02', 'node03', 'node07', 'gpu-a9', 'gpu-a10']
+    """
+    text = text.strip()
+    try:
+        items = _split_top(text)
+        names: list[str] = []
+        for item in items:
+            if not item:
+                raise ValueError("empty host name")
+            pieces = re.split(r"\[([^\]]*)\]", item)
+            choices = [[p] if i % 2 == 0 else _expand_bracket(p) for i, p in enumerate(pieces)]
+            names.extend("".join(combo) for combo in product(*choices))
+    except ValueError as exc:
+        raise InputError(field_name, text, f"bad host list: {exc}") from None
+    return names
+
+
+def _runs(numbers: list[str]) -> list[str]:
+    """Ranges over digit strings sorted by value; a run continues while the next value prints
+    with the width of the run's first string."""
+    out: list[str] = []
+    i = 0
+    while i < len(numbers):
+        first = numbers[i]
+        width, value = len(first), int(first)
+        j = i
+        while j + 1 < len(numbers) and numbers[j + 1] == str(value + j + 1 - i).zfill(width):
+            j += 1
+        out.append(first if j == i else f"{first}-{numbers[j]}")
+        i = j + 1
+    return out
+
+
+def compress_hostlist(names: Iterable[str]) -> str:
+    """Compress host names into a Slurm host list (inverse of :func:`expand_hostlist`).
+
+    Names are grouped by the text before their trailing number; names without one are written
+    as they are. Duplicates are dropped; the result lists prefixes and numbers in sorted order.
+
+    Parameters
+    ----------
+    names : iterable of str
+        Host names without ``[``, ``]`` or ``,``.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    InputError
+        For an empty name or one containing ``[``, ``]`` or ``,``.
+
+    Examples
+    --------
+    >>> compress_hostlist(["node03", "node01", "node02", "node07", "gpu-a9", "gpu-a10", "login"])
+    'gpu-a[9-10],login,node[01-03,07]'
+    """
+    groups: dict[str, set[str]] = {}
+    plain: set[str] = set()
+    for name in names:
+        if not name or any(c in name for c in "[],"):
+            raise InputError("hostlist", name, "host names must be non-empty, without [ ] or ,")
+        m = _TRAILING.match(name)
+        if m:
+            groups.setdefault(m.group(1), set()).add(m.group(2))
+        else:
+            plain.add(name)
+    parts: list[tuple[str, str]] = [(p, p) for p in plain]
+    for prefix, numbers in groups.items():
+        runs = _runs(sorted(numbers, key=lambda d: (int(d), len(d))))
+        text = prefix + runs[0] if len(runs) == 1 and "-" not in runs[0] else \
+            f"{prefix}[{','.join(runs)}]"
+        parts.append((prefix, text))
+    return ",".join(text for _, text in sorted(parts))

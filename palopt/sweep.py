@@ -1,0 +1,276 @@
+"""Parameter sweeps: expand a grid into independent cells, run them resumably, collect one table.
+
+A grid file (TOML)::
+
+    [sweep]
+    out = "runs/fig10"        # results folder (relative to the grid file)
+    format = "csv"            # or "parquet" (needs pyarrow)
+    baseline = "packed-sticky"
+
+    [grid]                    # every combination is one cell
+    trace = ["traces/w1.csv", "traces/w2.csv"]
+    placement = ["pal", "pmfirst", "packed-sticky"]
+    seed = [0]
+
+    [fixed]                   # the same for every cell
+    cluster = "16x4"
+    round = 360
+
+Each cell is run by a *cell function* (a picklable callable ``dict -> dict`` of metrics); a
+finished cell is stored as ``cells/<id>.json`` under the results folder, where ``<id>`` is a hash of
+its parameters, and skipped when the sweep is run again. Cells run in a local process pool by
+default, or as Ray tasks (``engine="ray"``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from palopt.errors import InputError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+__all__ = ["SweepSpec", "load_grid", "expand", "cell_id", "run_sweep", "summarise"]
+
+log = logging.getLogger(__name__)
+CellFunction = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    """A parsed grid file."""
+
+    grid: Mapping[str, tuple[Any, ...]]
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    out: Path = Path("runs/sweep")
+    format: str = "csv"
+    baseline: str | None = None
+
+
+def load_grid(path: str | Path) -> SweepSpec:
+    """Read a grid TOML file.
+
+    Raises
+    ------
+    InputError
+        Naming the file and key for a malformed grid.
+    """
+    path = Path(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise InputError(str(path), "toml", f"invalid TOML: {exc}") from None
+    unknown = sorted(set(data) - {"sweep", "grid", "fixed"})
+    if unknown:
+        raise InputError(f"{path}: [{unknown[0]}]", unknown[0],
+                         "unknown table; expected [sweep], [grid], [fixed]")
+    grid = data.get("grid")
+    if not isinstance(grid, dict) or not grid:
+        raise InputError(f"{path}: [grid]", grid, "expected a table of parameter lists")
+    axes = {}
+    for key, values in grid.items():
+        if not isinstance(values, list) or not values:
+            raise InputError(f"{path}: grid.{key}", values, "expected a non-empty list")
+        axes[key] = tuple(values)
+    fixed = data.get("fixed", {})
+    clash = sorted(set(fixed) & set(axes))
+    if clash:
+        raise InputError(f"{path}: fixed.{clash[0]}", fixed[clash[0]], "also a grid axis")
+    meta = data.get("sweep", {})
+    fmt = meta.get("format", "csv")
+    if fmt not in ("csv", "parquet"):
+        raise InputError(f"{path}: sweep.format", fmt, "must be 'csv' or 'parquet'")
+    out = path.parent / meta.get("out", f"runs/{path.stem}")
+    return SweepSpec(axes, fixed, out, fmt, meta.get("baseline"))
+
+
+def expand(spec: SweepSpec) -> list[dict[str, Any]]:
+    """Every cell of the grid (fixed parameters included), in a deterministic order."""
+    keys = list(spec.grid)
+    return [
+        {**spec.fixed, **dict(zip(keys, combo, strict=True))}
+        for combo in itertools.product(*(spec.grid[k] for k in keys))
+    ]
+
+
+def cell_id(cell: Mapping[str, Any]) -> str:
+    """A stable id of a cell's parameters (16 hex digits)."""
+    text = json.dumps(cell, sort_keys=True, default=str)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _store(out: Path, cell: dict[str, Any], metrics: dict[str, Any]) -> None:
+    cells = out / "cells"
+    cells.mkdir(parents=True, exist_ok=True)
+    final = cells / f"{cell_id(cell)}.json"
+    tmp = final.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"cell": cell, "metrics": metrics}, default=str), encoding="utf-8")
+    os.replace(tmp, final)
+
+
+def _done(out: Path, cell: Mapping[str, Any]) -> bool:
+    return (out / "cells" / f"{cell_id(cell)}.json").exists()
+
+
+def _local(fn: CellFunction, cells: list[dict[str, Any]], workers: int
+           ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    if workers <= 1:
+        for cell in cells:
+            yield cell, fn(cell)
+        return
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        pending: dict[Future[dict[str, Any]], dict[str, Any]] = {
+            pool.submit(fn, c): c for c in cells
+        }
+        while pending:
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for fut in finished:
+                yield pending.pop(fut), fut.result()
+
+
+def _ray(fn: CellFunction, cells: list[dict[str, Any]], address: str | None
+         ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    try:
+        import ray
+    except ImportError:
+        raise ImportError("engine 'ray' needs Ray: pip install 'palopt[ray]'") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    try:
+        task = ray.remote(fn)
+        refs = {task.remote(c): c for c in cells}
+        while refs:
+            ready, _ = ray.wait(list(refs), num_returns=1)
+            for ref in ready:
+                yield refs.pop(ref), ray.get(ref)
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def run_sweep(
+    spec: SweepSpec,
+    fn: CellFunction,
+    *,
+    engine: str = "local",
+    workers: int | None = None,
+    address: str | None = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """Run every unfinished cell, store each result, and return the full results table.
+
+    Parameters
+    ----------
+    spec : SweepSpec
+    fn : callable
+        Cell function ``dict -> dict`` (picklable: a module-level function).
+    engine : {"local", "ray"}
+    workers : int, optional
+        Local processes (default: CPU count).
+    address : str, optional
+        Ray cluster address (``None`` starts a local Ray instance).
+    progress : bool
+        Show a progress bar (tqdm) on stderr.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell: its parameters and its metrics.
+
+    Raises
+    ------
+    InputError
+        For an unknown engine.
+    """
+    cells = expand(spec)
+    todo = [c for c in cells if not _done(spec.out, c)]
+    log.info("sweep: %d cells, %d already done", len(cells), len(cells) - len(todo))
+    if engine == "local":
+        results = _local(fn, todo, workers or os.cpu_count() or 1)
+    elif engine == "ray":
+        results = _ray(fn, todo, address)
+    else:
+        raise InputError("engine", engine, "must be 'local' or 'ray'")
+    bar = _progress(len(todo)) if progress else None
+    for cell, metrics in results:
+        _store(spec.out, cell, metrics)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    return collect(spec, cells)
+
+
+def _progress(total: int) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="cell", file=sys.stderr)
+
+
+def collect(spec: SweepSpec, cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
+    """The results table of the given cells (all must be finished) and write it to disk."""
+    rows = []
+    for cell in cells:
+        stored = json.loads((spec.out / "cells" / f"{cell_id(cell)}.json").read_text())
+        rows.append({**stored["cell"], **stored["metrics"]})
+    table = pd.DataFrame(rows)
+    spec.out.mkdir(parents=True, exist_ok=True)
+    if spec.format == "parquet":
+        table.to_parquet(spec.out / "results.parquet", index=False)
+    else:
+        table.to_csv(spec.out / "results.csv", index=False)
+    return table
+
+
+def summarise(table: pd.DataFrame, metric: str, by: str, baseline: str,
+              group: Iterable[str] = ()) -> pd.DataFrame:
+    """Paper-style summary: geomean over groups of ``baseline / value - 1`` for each ``by`` value.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        A results table.
+    metric : str
+        Column to compare (smaller is better, e.g. ``avg_jct``).
+    by : str
+        Column whose values are compared (e.g. ``placement``).
+    baseline : str
+        The ``by`` value everything is compared against.
+    group : iterable of str
+        Columns that identify matched runs (e.g. ``trace``, ``seed``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Per ``by`` value: geomean, min and max improvement (fractions; 0.4 = 40% lower metric).
+    """
+    keys = list(group)
+    if baseline not in set(table[by]):
+        raise InputError(by, baseline, "baseline not among the swept values")
+    base = table[table[by] == baseline].set_index(keys)[metric] if keys else \
+        table.loc[table[by] == baseline, metric].iloc[0]
+    rows = []
+    for value, part in table.groupby(by, sort=False):
+        mine = part.set_index(keys)[metric] if keys else part[metric].iloc[0]
+        ratio = np.atleast_1d(np.asarray(base / mine, dtype=float))
+        rows.append({by: value, "geomean_improvement": float(np.exp(np.log(ratio).mean()) - 1),
+                     "min_improvement": float(ratio.min() - 1),
+                     "max_improvement": float(ratio.max() - 1)})
+    return pd.DataFrame(rows)

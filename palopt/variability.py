@@ -1,0 +1,667 @@
+"""Per-GPU variability profiles: load measurements, normalise, bin, assign to a cluster.
+
+A :class:`VariabilityProfile` holds, for each workload class and each measured GPU, the GPU's
+slowdown relative to the median GPU (1.0 = median, larger = slower). ``NaN`` marks a GPU that was
+not measured for a class (profiles joined from per-application files rarely cover the same GPUs).
+
+Sources
+-------
+- Measurement files with one row per run (:func:`read_measurements`; the Longhorn files through
+  :func:`load_longhorn`): rows are grouped by the GPU key columns, each GPU's runs are reduced
+  to their median, and the values are divided by the median over GPUs (so the median GPU is 1.0).
+  The artifact itself took each GPU's *maximum* run; the median is robust to one slow run.
+- One-row-per-GPU tables already normalised by the artifact (``32gpu-variability.csv``,
+  ``sim-64gpu-cluster.csv``; :func:`load_artifact_table`): ``PerfVar_<class>`` columns, used
+  as they are.
+
+GPU keys
+--------
+A GPU's key joins its id columns with ``-``; an id part that is an integer is written without
+leading zeros (Longhorn's PageRank file writes node ``004`` where the BERT file writes ``4``), so
+``cabinet,node,device`` gives keys like ``c005-4-3`` in every Longhorn file. Profiles of
+different applications are joined on these keys (:meth:`VariabilityProfile.merge`): the
+Longhorn BERT, ResNet-50 and PageRank files share 20 GPUs in all three, 120 in BERT and ResNet.
+
+Assigning to a cluster
+----------------------
+:func:`assign_profile` gives each GPU of a :class:`~palopt.topology.Topology` the whole column of
+one measured GPU (all its classes together), drawn with an explicit seed without replacement
+(or in profile order without a seed); ``by="server"`` draws whole measured servers instead, so
+GPUs that share a cluster server shared a real one (the 384 Longhorn GPUs are 96 whole servers
+of 4). ``missing="drop"`` draws only GPUs measured in every class;
+``missing="median"`` draws from every GPU and counts an unmeasured class as the median GPU
+(1.0), which is what the artifact's simulator did for a GPU absent from a class's file;
+``missing="sample"`` also draws from every GPU but fills an unmeasured class with a value drawn
+(same seed) from that class's measured GPUs, which keeps each class's spread at the cost of the
+cross-class correlation of the filled entries only.
+:func:`build_instance` then bins each class over the cluster's GPUs
+(:func:`palopt.binning.bin_values`) and makes the :class:`~palopt.instance.Instance`.
+
+File format ``palopt.profile/1`` (JSON, written by ``palopt profile import`` and ``assign``)::
+
+    {
+      "format": "palopt.profile/1",
+      "source": "free text: where the numbers came from",
+      "classes": ["classA", "classB"],
+      "gpus": ["c002-4-1", "c002-4-2"],
+      "values": {"classA": [1.013, 0.998], "classB": [null, 1.002]},   # null = not measured
+      "origin": ["c009-3-1", "c002-4-2"]                               # optional, see below
+    }
+
+``origin`` (present after :func:`assign_profile`) names the measured GPU each column came from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from palopt.binning import bin_values
+from palopt.errors import InputError
+from palopt.instance import Instance, Job, penalty_matrix
+from palopt.topology import Topology
+
+__all__ = [
+    "PROFILE_FORMAT",
+    "LONGHORN_CLASSES",
+    "MISSING_RULES",
+    "VariabilityProfile",
+    "assign_profile",
+    "bin_profile",
+    "build_instance",
+    "load_artifact_table",
+    "load_longhorn",
+    "load_profile",
+    "read_measurements",
+    "save_profile",
+]
+
+PROFILE_FORMAT = "palopt.profile/1"
+
+#: The artifact's workload classes and the Longhorn application that profiles each
+#: (resnet50 -> classA; BERT, GPT2, DCGAN -> classB; vgg19 -> classC, from BERT;
+#: PointNet -> classD, from PageRank).
+LONGHORN_CLASSES: Mapping[str, str] = {
+    "classA": "resnet", "classB": "bert", "classC": "bert", "classD": "pagerank",
+}
+
+#: Rules of :func:`assign_profile` for classes a GPU was not measured in.
+MISSING_RULES = ("drop", "median", "sample")
+
+_INT = re.compile(r"^[+-]?\d+$")
+
+
+@dataclass(frozen=True, eq=False)
+class VariabilityProfile:
+    """Per-class, per-GPU slowdowns relative to the median GPU.
+
+    Parameters
+    ----------
+    classes : tuple of str
+        Workload classes (distinct).
+    gpus : tuple of str
+        GPU keys (distinct).
+    values : numpy.ndarray
+        ``values[c, g]``: slowdown of GPU ``gpus[g]`` for ``classes[c]`` (1.0 = median GPU,
+        larger = slower); ``NaN`` if not measured. Finite values must be positive.
+    source : str
+        Free-text note on where the values came from.
+    origin : tuple of str
+        For a profile assigned to a cluster, the measured GPU each column came from; else empty.
+
+    Raises
+    ------
+    InputError
+        For duplicate names, a shape mismatch, non-positive or infinite values, or a class
+        with no value.
+
+    Examples
+    --------
+    >>> p = VariabilityProfile(("A",), ("g0", "g1"), np.array([[1.0, 1.2]]))
+    >>> p.n_gpus, p.row("A").tolist()
+    (2, [1.0, 1.2])
+    """
+
+    classes: tuple[str, ...]
+    gpus: tuple[str, ...]
+    values: np.ndarray
+    source: str = ""
+    origin: tuple[str, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        classes, gpus = tuple(self.classes), tuple(self.gpus)
+        object.__setattr__(self, "classes", classes)
+        object.__setattr__(self, "gpus", gpus)
+        object.__setattr__(self, "origin", tuple(self.origin))
+        for name, items in (("classes", classes), ("gpus", gpus)):
+            if not items:
+                raise InputError(name, [], "a profile needs at least one entry")
+            if len(set(items)) != len(items):
+                dup = next(x for i, x in enumerate(items) if x in items[:i])
+                raise InputError(name, dup, "duplicate name")
+        values = np.array(self.values, dtype=np.float64)
+        if values.shape != (len(classes), len(gpus)):
+            raise InputError("values", values.shape,
+                             f"expected shape ({len(classes)}, {len(gpus)})")
+        bad = np.isinf(values) | (values <= 0)
+        if bad.any():
+            c, g = np.argwhere(bad)[0]
+            raise InputError(f"values.{classes[c]}.{gpus[g]}", float(values[c, g]),
+                             "must be a finite positive number")
+        empty = np.isnan(values).all(axis=1)
+        if empty.any():
+            raise InputError(f"values.{classes[int(np.argmax(empty))]}", None,
+                             "no GPU has a value for this class")
+        if self.origin and len(self.origin) != len(gpus):
+            raise InputError("origin", len(self.origin), f"expected {len(gpus)} entries")
+        values.setflags(write=False)
+        object.__setattr__(self, "values", values)
+
+    @property
+    def n_gpus(self) -> int:
+        """Number of GPUs."""
+        return len(self.gpus)
+
+    def row(self, job_class: str) -> np.ndarray:
+        """The values of one class (read-only).
+
+        Raises
+        ------
+        InputError
+            For an unknown class.
+        """
+        if job_class not in self.classes:
+            raise InputError("class", job_class, f"unknown class; known: {', '.join(self.classes)}")
+        return self.values[self.classes.index(job_class)]
+
+    def complete(self) -> np.ndarray:
+        """Mask of the GPUs measured in every class."""
+        return ~np.isnan(self.values).any(axis=0)
+
+    def select(self, classes: Mapping[str, str] | Sequence[str]) -> VariabilityProfile:
+        """A profile with the given classes, in that order, optionally renamed.
+
+        Parameters
+        ----------
+        classes : sequence of str or mapping new name -> existing class
+            A mapping may name one existing class under several new names (the artifact
+            profiles classes B and C both from BERT).
+
+        Examples
+        --------
+        >>> p = VariabilityProfile(("bert",), ("g0",), np.array([[1.1]]))
+        >>> p.select({"classB": "bert", "classC": "bert"}).classes
+        ('classB', 'classC')
+        """
+        pairs = (list(classes.items()) if isinstance(classes, Mapping)
+                 else [(c, c) for c in classes])
+        rows = np.stack([self.row(old) for _, old in pairs])
+        return VariabilityProfile(tuple(new for new, _ in pairs), self.gpus, rows, self.source,
+                                  self.origin)
+
+    def merge(self, other: VariabilityProfile) -> VariabilityProfile:
+        """Join two profiles with disjoint classes on their GPU keys (outer join).
+
+        GPUs keep this profile's order, then the other's new GPUs in its order; a GPU missing
+        from one side has ``NaN`` for that side's classes.
+
+        Raises
+        ------
+        InputError
+            If a class is in both profiles.
+
+        Examples
+        --------
+        >>> a = VariabilityProfile(("A",), ("g0", "g1"), np.array([[1.0, 1.2]]))
+        >>> b = VariabilityProfile(("B",), ("g1", "g2"), np.array([[0.9, 1.1]]))
+        >>> m = a.merge(b)
+        >>> m.gpus, m.complete().tolist()
+        (('g0', 'g1', 'g2'), [False, True, False])
+        """
+        clash = [c for c in other.classes if c in self.classes]
+        if clash:
+            raise InputError("class", clash[0], "class is in both profiles")
+        index = {g: i for i, g in enumerate(self.gpus)}
+        new = [g for g in other.gpus if g not in index]
+        gpus = self.gpus + tuple(new)
+        values = np.full((len(self.classes) + len(other.classes), len(gpus)), np.nan)
+        values[: len(self.classes), : self.n_gpus] = self.values
+        full = {**index, **{g: self.n_gpus + i for i, g in enumerate(new)}}
+        cols = np.array([full[g] for g in other.gpus], dtype=np.int64)
+        values[len(self.classes):, cols] = other.values
+        source = "; ".join(s for s in (self.source, other.source) if s)
+        return VariabilityProfile(self.classes + other.classes, gpus, values, source)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form (``palopt.profile/1``; ``NaN`` becomes ``null``)."""
+        data: dict[str, Any] = {
+            "format": PROFILE_FORMAT,
+            "source": self.source,
+            "classes": list(self.classes),
+            "gpus": list(self.gpus),
+            "values": {c: [None if math.isnan(v) else float(v) for v in self.values[i]]
+                       for i, c in enumerate(self.classes)},
+        }
+        if self.origin:
+            data["origin"] = list(self.origin)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str = "profile") -> VariabilityProfile:
+        """Build from the JSON form.
+
+        Raises
+        ------
+        InputError
+            Naming the bad field.
+        """
+        if not isinstance(data, Mapping):
+            raise InputError(where, type(data).__name__, "expected a JSON object")
+        if data.get("format") != PROFILE_FORMAT:
+            raise InputError(f"{where}.format", data.get("format"), f"expected {PROFILE_FORMAT!r}")
+        classes = _strings(data, "classes", where)
+        gpus = _strings(data, "gpus", where)
+        values = data.get("values")
+        if not isinstance(values, Mapping):
+            raise InputError(f"{where}.values", values, "expected a mapping class -> list")
+        rows = []
+        for c in classes:
+            row = values.get(c)
+            if not isinstance(row, list) or len(row) != len(gpus):
+                raise InputError(f"{where}.values.{c}", row,
+                                 f"expected a list of {len(gpus)} numbers or nulls")
+            for g, v in zip(gpus, row, strict=True):
+                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                    raise InputError(f"{where}.values.{c}.{g}", v, "must be a number or null")
+            rows.append([math.nan if v is None else float(v) for v in row])
+        origin = _strings(data, "origin", where) if "origin" in data else []
+        source = data.get("source", "")
+        if not isinstance(source, str):
+            raise InputError(f"{where}.source", source, "expected a string")
+        return cls(tuple(classes), tuple(gpus), np.array(rows, dtype=np.float64).reshape(
+            len(classes), len(gpus)), source, tuple(origin))
+
+
+def _strings(data: Mapping[str, Any], key: str, where: str) -> list[str]:
+    items = data.get(key)
+    if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+        raise InputError(f"{where}.{key}", items, "expected a list of strings")
+    return items
+
+
+def save_profile(profile: VariabilityProfile, path: str | Path) -> None:
+    """Write a profile file (``palopt.profile/1``, see the module docstring)."""
+    Path(path).write_text(json.dumps(profile.to_dict(), indent=1) + "\n", encoding="utf-8")
+
+
+def load_profile(path: str | Path) -> VariabilityProfile:
+    """Read a profile file.
+
+    Raises
+    ------
+    InputError
+        For invalid JSON (with line and column) or an invalid profile, naming the file.
+    OSError
+        If the file cannot be read.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"line {exc.lineno} column {exc.colno}",
+                         f"invalid JSON: {exc.msg}") from None
+    return VariabilityProfile.from_dict(data, where=str(path))
+
+
+def _gpu_key(parts: Sequence[str]) -> str:
+    return "-".join(str(int(p)) if _INT.match(p) else p for p in parts)
+
+
+def read_measurements(
+    path: str | Path,
+    id_columns: Sequence[str],
+    value_columns: Sequence[str],
+    classes: Sequence[str] | None = None,
+    normalise: bool = True,
+    source: str | None = None,
+) -> VariabilityProfile:
+    """Read a CSV of per-GPU measurements into a profile.
+
+    Rows are grouped by the id columns (several rows per GPU are repeated runs); each GPU's
+    value is the median of its rows, and with ``normalise`` each class is divided by its median
+    over GPUs, so the median GPU is 1.0. Larger values must mean slower.
+
+    Parameters
+    ----------
+    path : str or Path
+        CSV file with a header line.
+    id_columns : sequence of str
+        Columns that together identify a GPU, e.g. ``("cabinet", "node", "device")`` or
+        ``("uuid",)``; joined into the GPU key (see the module docstring).
+    value_columns : sequence of str
+        One measurement column per class, e.g. ``("perf",)``.
+    classes : sequence of str, optional
+        Class names, one per value column (default: the column names).
+    normalise : bool, default True
+        Divide by the median GPU. Turn off for values that are already relative slowdowns.
+    source : str, optional
+        Note stored in the profile (default: the file name and columns).
+
+    Returns
+    -------
+    VariabilityProfile
+
+    Raises
+    ------
+    InputError
+        Naming the file, and the column or line: a missing column, no rows, an empty id, or a
+        value that is not a positive number (lines count from 1 = the header).
+    OSError
+        If the file cannot be read.
+    """
+    import pandas as pd  # only needed to read files; keeps `import palopt` light
+
+    path = Path(path)
+    name = str(path)
+    id_columns, value_columns = list(id_columns), list(value_columns)
+    classes = list(classes) if classes is not None else list(value_columns)
+    if not id_columns:
+        raise InputError(f"{name}: id columns", [], "name at least one id column")
+    if not value_columns:
+        raise InputError(f"{name}: value columns", [], "name at least one value column")
+    if len(classes) != len(value_columns):
+        raise InputError(f"{name}: classes", classes,
+                         f"expected one class name per value column ({len(value_columns)})")
+    try:
+        df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    except pd.errors.EmptyDataError:
+        raise InputError(name, "", "the file is empty (no header line)") from None
+    except pd.errors.ParserError as exc:
+        raise InputError(name, str(exc).splitlines()[0][:80], "not a readable CSV file") from None
+    for col in id_columns + value_columns:
+        if col not in df.columns:
+            raise InputError(f"{name}: column", col,
+                             f"no such column; columns: {', '.join(map(str, df.columns))}")
+    if df.empty:
+        raise InputError(name, "header only", "no data rows")
+    ids = df[id_columns].apply(lambda s: s.str.strip())
+    blank = (ids == "").any(axis=1).to_numpy()
+    if blank.any():
+        row = int(np.argmax(blank))
+        col = next(c for c in id_columns if ids[c].iloc[row] == "")
+        raise InputError(f"{name}: line {row + 2}, column {col}", "", "empty GPU id")
+    keys = [_gpu_key(parts) for parts in ids.itertuples(index=False, name=None)]
+    data = {}
+    for col in value_columns:
+        raw = df[col].str.strip()
+        num = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=np.float64)
+        bad = ~np.isfinite(num) | (num <= 0)
+        if bad.any():
+            row = int(np.argmax(bad))
+            problem = "not a number" if math.isnan(num[row]) else "must be a finite positive number"
+            raise InputError(f"{name}: line {row + 2}, column {col}", raw.iloc[row], problem)
+        data[col] = num
+    table = pd.DataFrame(data)
+    table["_key"] = keys
+    per_gpu = table.groupby("_key", sort=False)[value_columns].median()
+    values = per_gpu.to_numpy(dtype=np.float64).T
+    if normalise:
+        values = values / np.median(values, axis=1, keepdims=True)
+    note = source if source is not None else (
+        f"{path.name}: id {','.join(id_columns)}, value {','.join(value_columns)}, "
+        f"median of {len(df)} rows over {len(per_gpu)} GPUs"
+        + (", normalised to the median GPU" if normalise else ""))
+    return VariabilityProfile(tuple(classes), tuple(per_gpu.index), values, note)
+
+
+def load_longhorn(
+    directory: str | Path,
+    classes: Mapping[str, str] = LONGHORN_CLASSES,
+    id_columns: Sequence[str] = ("cabinet", "node", "device"),
+) -> VariabilityProfile:
+    """Load the Longhorn measurement files as one profile joined on GPU location.
+
+    Reads ``{app}-longhorn-agg.csv`` for each application named in ``classes`` (column
+    ``perf``, per-run time: larger is slower), takes each GPU's median run, normalises each
+    application to its median GPU, and joins the applications on ``cabinet-node-device``.
+
+    Parameters
+    ----------
+    directory : str or Path
+        Folder holding the files.
+    classes : mapping class -> application, default :data:`LONGHORN_CLASSES`
+    id_columns : sequence of str, default ``("cabinet", "node", "device")``
+
+    Returns
+    -------
+    VariabilityProfile
+        Classes in the order of ``classes``; ``NaN`` where an application did not measure a GPU.
+    """
+    directory = Path(directory)
+    apps = list(dict.fromkeys(classes.values()))
+    if not apps:
+        raise InputError("classes", dict(classes), "name at least one class")
+    profiles = [read_measurements(directory / f"{app}-longhorn-agg.csv", id_columns, ["perf"],
+                                  [app], source=f"{app}-longhorn-agg.csv (TACC Longhorn V100)")
+                for app in apps]
+    merged = profiles[0]
+    for prof in profiles[1:]:
+        merged = merged.merge(prof)
+    return merged.select(classes)
+
+
+def load_artifact_table(path: str | Path) -> VariabilityProfile:
+    """Load a one-row-per-GPU artifact table (``PerfVar_<class>`` columns, ``GPU_ID``).
+
+    The values are the artifact's normalised slowdowns and are kept as they are. Works for
+    ``32gpu-variability.csv`` and ``sim-64gpu-cluster.csv``.
+
+    Raises
+    ------
+    InputError
+        If the file has no ``GPU_ID`` or no ``PerfVar_`` column, or a bad value.
+    """
+    import pandas as pd  # only needed to read files; keeps `import palopt` light
+
+    path = Path(path)
+    try:
+        header = pd.read_csv(path, nrows=0).columns
+    except pd.errors.EmptyDataError:
+        raise InputError(str(path), "", "the file is empty (no header line)") from None
+    cols = [c for c in header if str(c).startswith("PerfVar_")]
+    if not cols:
+        raise InputError(f"{path}: column", "PerfVar_*", "no PerfVar_<class> column")
+    return read_measurements(path, ["GPU_ID"], cols, [c[len("PerfVar_"):] for c in cols],
+                             normalise=False, source=f"{path.name} (PAL artifact, normalised)")
+
+
+def assign_profile(
+    profile: VariabilityProfile,
+    topology: Topology,
+    seed: int | None,
+    missing: str = "drop",
+    by: str = "gpu",
+) -> VariabilityProfile:
+    """Give every GPU of a cluster the measured values of one profile GPU, all classes together.
+
+    Parameters
+    ----------
+    profile : VariabilityProfile
+    topology : Topology
+    seed : int or None
+        ``None``: eligible profile GPUs (or servers) in profile order go to the cluster's GPUs
+        (servers) in index order. An int: they are drawn uniformly without replacement with
+        ``numpy.random.default_rng(seed)``.
+    missing : {"drop", "median", "sample"}
+        ``"drop"``: only GPUs measured in every class are eligible. ``"median"``: every GPU is
+        eligible and an unmeasured class counts as 1.0 (the artifact's simulator rule).
+        ``"sample"``: every GPU is eligible and an unmeasured class takes a value drawn with
+        replacement from that class's measured GPUs (needs a seed); classes with identical
+        measurements (the artifact's B and C, both from BERT) get identical draws.
+    by : {"gpu", "server"}
+        ``"gpu"``: draw GPUs independently. ``"server"``: draw whole measured servers, so GPUs
+        that share a server in the cluster shared one when measured (keeping any per-server
+        effect such as cooling). A GPU's measured server is its key without the last ``-`` part
+        (``c005-4-3`` is on ``c005-4``); each cluster server of ``m`` GPUs takes a distinct
+        measured server with at least ``m`` eligible GPUs, and its first ``m`` of them.
+
+    Returns
+    -------
+    VariabilityProfile
+        Keyed by the topology's GPU ids, with ``origin`` naming the measured GPU of each.
+
+    Raises
+    ------
+    InputError
+        For an unknown rule, too few eligible GPUs or servers, keys without a server part
+        (``by="server"``), or ``"sample"`` without a seed.
+
+    Examples
+    --------
+    >>> from palopt.topology import build_cluster
+    >>> p = VariabilityProfile(("A", "B"), ("x", "y", "z"),
+    ...                        np.array([[1.0, 1.1, 1.2], [0.9, np.nan, 1.3]]))
+    >>> assign_profile(p, build_cluster(1, 1, 2), seed=None).origin
+    ('x', 'z')
+    """
+    if missing not in MISSING_RULES:
+        raise InputError("missing", missing, f"must be one of {', '.join(MISSING_RULES)}")
+    if by not in ("gpu", "server"):
+        raise InputError("by", by, "must be 'gpu' or 'server'")
+    if missing == "sample" and seed is None:
+        raise InputError("seed", None, "missing='sample' draws values and needs a seed")
+    eligible = np.flatnonzero(profile.complete()) if missing == "drop" \
+        else np.arange(profile.n_gpus)
+    hint = " (try missing='median' or 'sample')" if missing == "drop" else ""
+    rng = np.random.default_rng(seed)
+    n = topology.n_gpus
+    if by == "gpu":
+        if len(eligible) < n:
+            raise InputError("profile", f"{len(eligible)} eligible GPUs",
+                             f"the cluster has {n} GPUs{hint}")
+        chosen = eligible[:n] if seed is None else rng.choice(eligible, size=n, replace=False)
+    else:
+        chosen = _draw_servers(profile, topology, eligible, rng if seed is not None else None,
+                               hint)
+    values = profile.values[:, chosen].copy()
+    if missing == "median":
+        values[np.isnan(values)] = 1.0
+    elif missing == "sample":
+        for c in range(len(profile.classes)):
+            same = next(d for d in range(c + 1)
+                        if np.array_equal(profile.values[d], profile.values[c], equal_nan=True))
+            hole = np.isnan(values[c])
+            if same < c:  # a class measured by the same data (B and C from BERT): same fill
+                values[c, hole] = values[same, hole]
+                continue
+            measured = profile.values[c][~np.isnan(profile.values[c])]
+            values[c, hole] = rng.choice(measured, size=int(hole.sum()), replace=True)
+    how = "in profile order" if seed is None else f"drawn with seed {seed}"
+    note = f"{profile.source}; {n} GPUs {how} by {by}, missing={missing}"
+    return VariabilityProfile(profile.classes, topology.gpu_ids, values, note,
+                              tuple(profile.gpus[i] for i in chosen))
+
+
+def _draw_servers(profile: VariabilityProfile, topology: Topology, eligible: np.ndarray,
+                  rng: np.random.Generator | None, hint: str) -> np.ndarray:
+    """Profile GPU indices for the cluster's GPUs, whole measured servers at a time."""
+    groups: dict[str, list[int]] = {}
+    for g in eligible:
+        key = profile.gpus[g]
+        if "-" not in key:
+            raise InputError("profile.gpus", key, "by='server' needs keys like SERVER-DEVICE")
+        groups.setdefault(key.rsplit("-", 1)[0], []).append(int(g))
+    members = list(groups.values())
+    order = list(range(len(members))) if rng is None else list(rng.permutation(len(members)))
+    chosen = []
+    for size in topology.server_sizes:
+        pick = next((i for i in order if len(members[i]) >= size), None)
+        if pick is None:
+            raise InputError("profile", f"{len(members)} measured servers",
+                             f"not enough with {size} eligible GPUs for the cluster's "
+                             f"{topology.n_servers} servers{hint}")
+        order.remove(pick)
+        chosen.extend(members[pick][:size])
+    return np.asarray(chosen, dtype=np.int64)
+
+
+def bin_profile(profile: VariabilityProfile, method: str = "kmeans",
+                **options: Any) -> np.ndarray:
+    """Binned levels of every class, over the profile's GPUs measured for that class.
+
+    Parameters
+    ----------
+    profile : VariabilityProfile
+    method : {"kmeans", "artifact"}
+        See :func:`palopt.binning.bin_values`; ``options`` (``k``, ``tol``, ``k_max``) go there.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``levels[c, g]``, ``NaN`` where the profile has no value.
+
+    Examples
+    --------
+    >>> p = VariabilityProfile(("A",), ("a", "b", "c"), np.array([[1.0, 1.001, 1.5]]))
+    >>> bin_profile(p).round(4).tolist()
+    [[1.0005, 1.0005, 1.5]]
+    """
+    levels = np.full(profile.values.shape, np.nan)
+    for c in range(len(profile.classes)):
+        have = ~np.isnan(profile.values[c])
+        levels[c, have] = bin_values(profile.values[c, have], method=method, **options).levels
+    return levels
+
+
+def build_instance(
+    profile: VariabilityProfile,
+    topology: Topology,
+    penalties: float | Mapping[str, Any],
+    queue: Sequence[Job],
+    method: str = "kmeans",
+    busy: np.ndarray | None = None,
+    **options: Any,
+) -> Instance:
+    """An :class:`~palopt.instance.Instance` whose slowdowns are the profile's binned levels.
+
+    Parameters
+    ----------
+    profile : VariabilityProfile
+        Already assigned to the cluster (:func:`assign_profile`): one column per topology GPU,
+        in topology order, with no missing value.
+    topology : Topology
+    penalties : float or mapping
+        As :func:`palopt.instance.penalty_matrix` takes them.
+    queue : sequence of Job
+    method : {"kmeans", "artifact"}
+        Binning rule (:func:`palopt.binning.bin_values`); ``options`` go there.
+    busy : numpy.ndarray, optional
+        Mask of busy GPUs.
+
+    Returns
+    -------
+    Instance
+
+    Raises
+    ------
+    InputError
+        If the profile does not match the topology or has missing values.
+    """
+    if profile.gpus != topology.gpu_ids:
+        raise InputError("profile.gpus", profile.gpus[:3],
+                         "must be the topology's GPU ids in order (use assign_profile)")
+    if np.isnan(profile.values).any():
+        c, g = np.argwhere(np.isnan(profile.values))[0]
+        raise InputError(f"profile.values.{profile.classes[c]}.{profile.gpus[g]}", None,
+                         "missing value (assign with missing='median' or drop the class)")
+    levels = bin_profile(profile, method, **options)
+    pen = penalty_matrix(topology, profile.classes, penalties)
+    mask = np.zeros(topology.n_gpus, dtype=bool) if busy is None else busy
+    return Instance(topology, profile.classes, levels, pen, tuple(queue), mask)

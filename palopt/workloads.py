@@ -1,0 +1,118 @@
+"""Workload performance models: a model's class, speed and locality sensitivity."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from palopt.errors import InputError
+
+__all__ = ["WorkloadModel", "Workloads", "load_workloads", "ARTIFACT_WORKLOADS"]
+
+FORMAT = "palopt.workloads/1"
+ARTIFACT_WORKLOADS = Path(__file__).resolve().parent.parent / "models" / "pal-artifact.json"
+
+
+@dataclass(frozen=True)
+class WorkloadModel:
+    """One model (application) of a trace.
+
+    Attributes
+    ----------
+    name : str
+    job_class : str
+        Variability class whose slowdown profile the model follows.
+    base_iter_time : float
+        Seconds per iteration on a median GPU within one server.
+    penalties : float or mapping
+        Locality sensitivity, in a form :func:`palopt.penalty_matrix` accepts.
+    profile : str
+        Where the class's profile comes from.
+    """
+
+    name: str
+    job_class: str
+    base_iter_time: float
+    penalties: float | Mapping[str, float]
+    profile: str = ""
+
+
+@dataclass(frozen=True)
+class Workloads:
+    """A set of workload models and the class order (PAL's class priority)."""
+
+    classes: tuple[str, ...]
+    models: Mapping[str, WorkloadModel]
+    source: str = ""
+
+    def get(self, name: str, field_name: str = "model") -> WorkloadModel:
+        """The model called ``name``.
+
+        Raises
+        ------
+        InputError
+            If there is no such model (the message lists the known ones).
+        """
+        try:
+            return self.models[name]
+        except KeyError:
+            raise InputError(field_name, name,
+                             f"unknown model; known: {', '.join(sorted(self.models))}") from None
+
+
+def load_workloads(path: str | Path = ARTIFACT_WORKLOADS) -> Workloads:
+    """Read a workload file (``palopt.workloads/1``).
+
+    Parameters
+    ----------
+    path : str or Path, default the PAL artifact's models (``models/pal-artifact.json``)
+
+    Returns
+    -------
+    Workloads
+
+    Raises
+    ------
+    InputError
+        Naming the file and field for a malformed file.
+
+    Examples
+    --------
+    >>> w = load_workloads()
+    >>> w.get("resnet50").job_class, w.classes[0]
+    ('classA', 'classA')
+    """
+    try:
+        data: Any = json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"line {exc.lineno}", f"invalid JSON: {exc.msg}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
+        raise InputError(f"{path}: format", data.get("format") if isinstance(data, dict) else data,
+                         f"expected {FORMAT!r}")
+    classes = data.get("classes")
+    if not isinstance(classes, list) or not classes or not all(isinstance(c, str) for c in classes):
+        raise InputError(f"{path}: classes", classes, "expected a non-empty list of class names")
+    raw = data.get("models")
+    if not isinstance(raw, dict) or not raw:
+        raise InputError(f"{path}: models", raw, "expected a mapping model -> description")
+    models = {}
+    for name, spec in raw.items():
+        where = f"{path}: models.{name}"
+        if not isinstance(spec, dict):
+            raise InputError(where, spec, "expected an object")
+        cls = spec.get("class")
+        if cls not in classes:
+            raise InputError(f"{where}.class", cls, f"must be one of {', '.join(classes)}")
+        t = spec.get("base_iter_time")
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) \
+                or t <= 0:
+            raise InputError(f"{where}.base_iter_time", t, "must be a positive number")
+        pen = spec.get("penalties", 1.0)
+        if not isinstance(pen, (int, float, dict)) or isinstance(pen, bool):
+            raise InputError(f"{where}.penalties", pen, "expected a number or {tier: penalty}")
+        models[name] = WorkloadModel(name, str(cls), float(t), pen, str(spec.get("profile", "")))
+    return Workloads(tuple(classes), models, str(data.get("source", "")))

@@ -1,0 +1,108 @@
+"""The command line: output, exit codes, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from palopt import Instance, Job, build_cluster, penalty_matrix, solve
+from palopt.cli import main
+from palopt.io import save_instance
+
+
+@pytest.fixture()
+def instance_file(tmp_path: Path) -> Path:
+    topo = build_cluster(1, 4, 4)
+    rng = np.random.default_rng(3)
+    sd = np.round(rng.uniform(0.9, 1.3, (2, 16)), 2)
+    queue = tuple(Job(f"j{i}", int(n), "AB"[i % 2]) for i, n in enumerate([4, 1, 2, 4, 4, 2, 1]))
+    inst = Instance(topo, ("A", "B"), sd, penalty_matrix(topo, "AB", 1.7), queue)
+    path = tmp_path / "inst.json"
+    save_instance(inst, path, name="cli-test")
+    return path
+
+
+def test_solve_prints_placement_and_writes_json(instance_file, tmp_path, capsys):
+    out = tmp_path / "result.json"
+    assert main(["solve", str(instance_file), "--out", str(out), "--format", "table"]) == 0
+    text = capsys.readouterr().out
+    assert "solver pal" in text and "j0" in text and "not placed" in text
+    data = json.loads(out.read_text())
+    assert data["format"] == "palopt.result/1" and data["solver"] == "pal"
+    placed = [j for j in data["jobs"] if "gpus" in j]
+    assert all({"cost", "slowdown", "tier", "penalty"} <= set(j) for j in placed)
+    assert all("reason" in j for j in data["jobs"] if "gpus" not in j)
+
+
+@pytest.mark.parametrize("name", ["pmfirst", "packed-sticky", "random-nonsticky"])
+def test_solve_with_named_solver_as_json(instance_file, capsys, name):
+    assert main(["solve", str(instance_file), "--solver", name, "--seed", "4",
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["solver"] == name
+
+
+def test_validate_schema_solvers(instance_file, capsys):
+    assert main(["validate", str(instance_file)]) == 0
+    assert "valid" in capsys.readouterr().out
+    assert main(["schema"]) == 0
+    assert json.loads(capsys.readouterr().out)["title"] == "palopt placement instance"
+    assert main(["solvers"]) == 0
+    assert "pal " in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(format="v0"), "format"),
+        (lambda d: d["queue"][0].update(num_gpus=-1), "queue[0].num_gpus = -1"),
+        (lambda d: d["queue"][1].update(id="j0"), "duplicate job id"),
+    ],
+)
+def test_bad_instance_exit_2_one_line(instance_file, capsys, edit, message):
+    data = json.loads(instance_file.read_text())
+    edit(data)
+    instance_file.write_text(json.dumps(data))
+    for command in ("solve", "validate"):
+        assert main([command, str(instance_file)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_unreadable_inputs_exit_2(tmp_path, capsys):
+    assert main(["solve", str(tmp_path / "missing.json")]) == 2
+    assert "missing.json" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    broken.write_text("{\n  'x': 1\n}")
+    assert main(["solve", str(broken)]) == 2
+    assert "line 2" in capsys.readouterr().err
+
+
+def test_unknown_solver_and_option_exit_2(instance_file, capsys):
+    assert main(["solve", str(instance_file), "--solver", "magic"]) == 2
+    assert "valid solvers: " in capsys.readouterr().err
+    assert main(["solve", str(instance_file), "-o", "colour=red"]) == 2
+    assert "pal.colour" in capsys.readouterr().err
+
+
+def test_console_script_runs(instance_file):
+    proc = subprocess.run([sys.executable, "-m", "palopt.cli", "solve", str(instance_file)],
+                          capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["solver"] == "pal"
+
+
+def test_library_call_is_pure(instance_file, tmp_path, capsys, monkeypatch):
+    from palopt.io import load_instance
+
+    inst = load_instance(instance_file)
+    monkeypatch.chdir(tmp_path)
+    before = set(tmp_path.iterdir())
+    first = solve(inst, "pal")
+    assert solve(inst, "pal").assignment() == first.assignment()
+    assert capsys.readouterr() == ("", "")
+    assert set(tmp_path.iterdir()) == before

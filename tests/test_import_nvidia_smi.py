@@ -1,0 +1,102 @@
+"""``nvidia-smi topo -m`` parsing: the shipped samples and hand-written edge cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from palopt.errors import InputError
+from palopt.importers.nvidia_smi import parse_nvidia_smi, read_nvidia_smi
+from palopt.topology import Topology
+
+SAMPLES = Path(__file__).resolve().parent.parent / "instances" / "topology"
+
+
+def _one_server(matrix) -> Topology:
+    graph = nx.Graph()
+    matrix.add_to(graph, "host")
+    return Topology.from_graph(graph)
+
+
+def test_dgx_sample_is_one_nvswitch_island() -> None:
+    m = read_nvidia_smi(SAMPLES / "dgx-a100.txt")
+    assert m.local == tuple(range(8))
+    assert m.islands() == [tuple(range(8))]
+    assert {k for _, _, k in m.nvlinks()} == {12} and len(m.nvlinks()) == 28
+    topo = _one_server(m)
+    assert topo.tiers == ("nvlink", "server")
+    assert topo.tier_of(range(8)) == "nvlink"
+    assert topo.graph.edges["host/gpu0", "host/gpu7"] == {"link": "nvlink", "nvlinks": 12}
+
+
+def test_pairs_sample_has_four_pairs() -> None:
+    m = read_nvidia_smi(SAMPLES / "nvlink-pairs.txt")
+    assert m.islands() == [(0, 1), (2, 3), (4, 5), (6, 7)]
+    assert m.paths[0][2] == "PXB" and m.paths[0][4] == "SYS"
+    topo = _one_server(m)
+    assert topo.tier_of([topo.index("host/gpu2"), topo.index("host/gpu3")]) == "nvlink"
+    assert topo.tier_of([topo.index("host/gpu1"), topo.index("host/gpu2")]) == "server"
+    assert topo.graph.nodes["host"]["gpu_paths"][0][:3] == ["X", "NV4", "PXB"]
+
+
+def test_pcie_sample_has_no_nvlink_tier() -> None:
+    m = read_nvidia_smi(SAMPLES / "pcie-only.txt")
+    assert m.n_gpus == 4 and m.nvlinks() == []
+    assert m.paths[0] == ("X", "PIX", "SYS", "SYS")
+    topo = _one_server(m)
+    assert topo.tiers == ("server",)
+    assert [topo.graph.nodes[g]["local"] for g in topo.gpu_ids] == [0, 1, 2, 3]
+
+
+def test_colours_prompt_soc_and_gpu_numbers() -> None:
+    text = ("$ nvidia-smi topo -m\n"
+            "\x1b[4m\tGPU2\tGPU5\tmlx5_0\tCPU Affinity\x1b[0m\n"
+            "\x1b[4mGPU2\x1b[0m\t X \tSOC\tPHB\t0-7\n"
+            "GPU5\tSOC\t X \tSOC\t8-15\n"
+            "mlx5_0\tPHB\tSOC\t X \n")
+    m = parse_nvidia_smi(text)
+    assert m.local == (2, 5)
+    assert m.paths == (("X", "SYS"), ("SYS", "X"))
+
+
+def test_single_gpu() -> None:
+    m = parse_nvidia_smi("\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \t0-7\t0\n")
+    assert m.local == (0,) and m.islands() == [(0,)]
+
+
+GOOD = ["\tGPU0\tGPU1\tGPU2", "GPU0\t X \tNV1\tPHB", "GPU1\tNV1\t X \tPHB", "GPU2\tPHB\tPHB\t X "]
+
+
+def _with(line: int, text: str | None) -> str:
+    lines = list(GOOD)
+    if text is None:
+        del lines[line - 1]
+    else:
+        lines[line - 1] = text
+    return "\n".join(lines) + "\n\nLegend:\n  X = Self\n"
+
+
+@pytest.mark.parametrize(("text", "line", "problem"), [
+    (_with(4, None), 1, "column in the header but no row"),
+    (_with(4, "GPU3\tPHB\tPHB\t X "), 4, "no column in the header"),
+    (_with(3, "GPU1\tNV1\t X "), 3, "not square"),
+    (_with(3, "GPU1\tNV1\t X \tFOO"), 3, "unknown entry"),
+    (_with(3, "GPU1\tNV1\t X \tNV"), 3, "unknown entry"),
+    (_with(3, "GPU1\tNV1\tPIX\tPHB"), 3, "diagonal"),
+    (_with(3, "GPU1\tX\tX\tPHB"), 3, "diagonal"),
+    (_with(3, "GPU1\tPIX\t X \tPHB"), 3, "symmetric"),
+    (_with(3, "GPU0\tNV1\t X \tPHB"), 3, "row given twice"),
+    (_with(1, "\tGPU0\tGPU0\tGPU2"), 1, "GPU column given twice"),
+])
+def test_errors_name_file_and_line(text: str, line: int, problem: str) -> None:
+    with pytest.raises(InputError, match=problem) as info:
+        parse_nvidia_smi(text, "srv.txt")
+    assert info.value.field == f"srv.txt:{line}"
+
+
+def test_no_header() -> None:
+    with pytest.raises(InputError, match="no GPU matrix header") as info:
+        parse_nvidia_smi("No devices were found\n", "empty.txt")
+    assert info.value.field == "empty.txt"

@@ -1,0 +1,130 @@
+"""Slurm ``topology.conf`` parsing: the shipped sample and hand-written edge cases."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from palopt.errors import InputError
+from palopt.importers.assemble import assemble_topology
+from palopt.importers.nvidia_smi import parse_nvidia_smi
+from palopt.importers.slurm import parse_topology_conf, read_topology_conf
+
+SAMPLES = Path(__file__).resolve().parent.parent / "instances" / "topology"
+
+
+def test_sample_tree() -> None:
+    tree = read_topology_conf(SAMPLES / "topology.conf")
+    assert tree.root == "core"
+    assert tree.nodes == ("node01", "node02", "node03", "node04", "node05", "node06",
+                          "dgx1", "dgx2", "t4-01", "t4-02")
+    assert {s.name: tree.tier(s.name) for s in tree.switches} == {
+        "rack1": "rack", "rack2": "rack", "rack3": "rack", "core": "cluster"}
+    assert [s.line for s in tree.switches] == [4, 5, 6, 7]
+
+
+def test_three_levels_case_comments_continuation() -> None:
+    text = """
+    # fat tree
+    switchname=leaf1 nodes=n[1-2]   # rack 1
+    SwitchName=leaf2 Nodes=n[3-4]
+    SwitchName=leaf3 \\
+        Nodes=n[5-6]
+    SwitchName=spine1 Switches=leaf[1-2] LinkSpeed=400
+    SwitchName=spine2 Switches=leaf3
+    SwitchName=top Switches=spine[1-2]
+    """
+    tree = parse_topology_conf(text)
+    assert tree.root == "top"
+    assert [tree.tier(s) for s in ("leaf1", "spine2", "top")] == ["rack", "level1", "cluster"]
+    assert tree.nodes == ("n1", "n2", "n3", "n4", "n5", "n6")
+    assert next(s for s in tree.switches if s.name == "spine1").line == 7
+
+
+def test_single_switch_is_the_cluster() -> None:
+    tree = parse_topology_conf("SwitchName=s0 Nodes=tux[0-3]")
+    assert tree.root == "s0" and tree.tier("s0") == "cluster"
+
+
+@pytest.mark.parametrize(("text", "line", "problem"), [
+    ("SwitchName=s1 Nodes=a[1-2]\nSwitchName=s2 Nodes=a[3-4]\n", 2, "several root switches"),
+    ("SwitchName=s1 Switches=s2\nSwitchName=s2 Switches=s1\n", 1, "cycle"),
+    ("SwitchName=t Nodes=a1\nSwitchName=s1 Switches=s2\nSwitchName=s2 Switches=s1\n"
+     "SwitchName=top Switches=t\n", 2, "cycle"),
+    ("SwitchName=s1 Nodes=a1\nSwitchName=top Switches=s[1-2]\n", 2, "undefined switch"),
+    ("SwitchName=s1 Nodes=a[1-\nSwitchName=top Switches=s1\n", 1, "bad host list"),
+    ("SwitchName=s1 Nodes=a[3-1]\nSwitchName=top Switches=s1\n", 1, "start above end"),
+    ("SwitchName=s1 Nodes=a1\nSwitchName=s2 Nodes=a1\nSwitchName=top Switches=s[1-2]\n", 2,
+     "already under switch 's1'"),
+    ("SwitchName=s1 Nodes=a1\nSwitchName=s2 Switches=s1\nSwitchName=top Switches=s[1-2]\n", 3,
+     "already a child"),
+    ("SwitchName=s1 Nodes=a1\nSwitchName=s1 Nodes=a2\n", 2, "already defined on line 1"),
+    ("SwitchName=s1 Nodes=a1 Switches=s2\n", 1, "exactly one of Nodes= and Switches="),
+    ("SwitchName=s1\n", 1, "exactly one of Nodes= and Switches="),
+    ("\n\nNodes=a1\n", 3, "SwitchName="),
+    ("SwitchName=s1 Nodes=a1 Speed=3\n", 1, "unknown key"),
+    ("BlockName=b1 Nodes=a1\n", 1, "not supported"),
+    ("SwitchName=s1 Nodes\n", 1, "KEY=VALUE"),
+    ("SwitchName=s1 Nodes=s1\n", 1, "both a switch and a node"),
+    ("SwitchName=s[1-2] Nodes=a1\n", 1, "one name"),
+])
+def test_errors_name_file_and_line(text: str, line: int, problem: str) -> None:
+    with pytest.raises(InputError, match=problem) as info:
+        parse_topology_conf(text, "topology.conf")
+    assert info.value.field == f"topology.conf:{line}"
+
+
+def test_empty_file() -> None:
+    with pytest.raises(InputError, match="no SwitchName") as info:
+        parse_topology_conf("# nothing\n", "t.conf")
+    assert info.value.field == "t.conf"
+
+
+@st.composite
+def _trees(draw: st.DrawFn) -> tuple[str, dict[str, str], dict[str, str]]:
+    """A random switch tree as topology.conf text, each host's leaf, each switch's parent."""
+    n = draw(st.integers(1, 8))
+    parent = {f"s{i}": f"s{draw(st.integers(0, i - 1))}" for i in range(1, n)}
+    children: dict[str, list[str]] = {f"s{i}": [] for i in range(n)}
+    for child, up in parent.items():
+        children[up].append(child)
+    lines, leaf_of, host = [], {}, 0
+    for s, kids in children.items():
+        if kids:
+            lines.append(f"SwitchName={s} Switches={','.join(kids)}")
+            continue
+        hosts = [f"h{host + k}" for k in range(draw(st.integers(1, 2)))]
+        host += len(hosts)
+        leaf_of.update(dict.fromkeys(hosts, s))
+        lines.append(f"SwitchName={s} Nodes={','.join(hosts)}")
+    order = draw(st.permutations(lines))
+    return "\n".join(order), leaf_of, parent
+
+
+@given(_trees())
+@settings(max_examples=40, deadline=None)
+def test_random_trees_share_rack_on_a_leaf_and_lca_tier_otherwise(tree_data) -> None:
+    text, leaf_of, parent = tree_data
+    tree = parse_topology_conf(text)
+    topo = assemble_topology(tree, {}, parse_nvidia_smi("GPU0\nGPU0 X"))
+
+    def ancestors(s: str) -> list[str]:
+        chain = [s]
+        while chain[-1] in parent:
+            chain.append(parent[chain[-1]])
+        return chain
+
+    hosts = list(topo.server_ids)
+    for a in range(len(hosts)):
+        for b in range(a + 1, len(hosts)):
+            la, lb = leaf_of[hosts[a]], leaf_of[hosts[b]]
+            if la == lb:
+                expected = "rack" if la != "s0" else "cluster"
+            else:
+                up = set(ancestors(lb))
+                lca = next(s for s in ancestors(la) if s in up)
+                expected = "cluster" if lca == "s0" else f"level{len(ancestors(lca)) - 1}"
+            assert topo.tier_of([a, b]) == expected

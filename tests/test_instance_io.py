@@ -1,0 +1,158 @@
+"""Instance validation, the JSON format, the schema, the cost model and the checker."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import jsonschema
+import numpy as np
+import pytest
+
+from palopt import (
+    InputError,
+    Instance,
+    Job,
+    build_cluster,
+    check_feasible,
+    evaluate,
+    job_cost,
+    penalty_matrix,
+    solve,
+)
+from palopt.io import instance_from_dict, instance_schema, instance_to_dict
+
+
+def small_instance() -> Instance:
+    topo = build_cluster(2, 2, 2)
+    sd = np.array([[1.0, 1.1, 0.9, 1.2, 1.0, 1.3, 1.05, 1.0],
+                   [1.0, 1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 1.5]])
+    pen = penalty_matrix(topo, ("A", "B"), {"A": {"rack": 1.5, "cluster": 2.0},
+                                            "B": {"rack": 1.2}})
+    queue = (Job("a", 2, "A"), Job("b", 1, "B", weight=2.0, current_gpus=(3,)), Job("c", 4, "A"))
+    return Instance(topo, ("A", "B"), sd, pen, queue)
+
+
+def as_dict() -> dict:
+    return instance_to_dict(small_instance(), name="small")
+
+
+def test_penalty_matrix_forms():
+    topo = build_cluster(2, 2, 2)
+    assert penalty_matrix(topo, ["A"], 1.7).tolist() == [[1.0, 1.7, 1.7]]
+    assert penalty_matrix(topo, ["A"], {"rack": 1.2, "cluster": 1.5}).tolist() == [[1.0, 1.2, 1.5]]
+    m = penalty_matrix(topo, ["A", "B"], {"default": {"rack": 2}, "B": {"server": 1.1}})
+    assert m.tolist() == [[1.0, 2.0, 2.0], [1.1, 1.1, 1.1]]
+    with pytest.raises(InputError, match="unknown tier"):
+        penalty_matrix(topo, ["A"], {"A": {"pod": 2}})
+    with pytest.raises(InputError, match="no penalties"):
+        penalty_matrix(topo, ["A", "B"], {"A": {"rack": 2}})
+
+
+def test_cost_parts_by_hand():
+    inst = small_instance()
+    a, b, _ = inst.queue
+    assert job_cost(inst, a, [0, 1]).cost == pytest.approx(1.1)
+    parts = job_cost(inst, a, [0, 2])
+    assert (parts.slowdown, parts.tier, parts.penalty) == (1.0, "rack", 1.5)
+    parts = job_cost(inst, a, [2, 5])
+    assert parts.tier == "cluster" and parts.cost == pytest.approx(1.3 * 2.0)
+    assert job_cost(inst, b, [4]).cost == pytest.approx(1.5)
+    ev = evaluate(inst, {"a": [0, 1], "b": [4]})
+    assert ev.placed == (True, True, False)
+    assert ev.total_cost == pytest.approx(1.1 + 2 * 1.5)
+    better = evaluate(inst, {"a": [0, 1], "b": [4], "c": [2, 3, 6, 7]})
+    assert better.key < ev.key  # placing more of the queue wins over cost
+    assert evaluate(inst, {"b": [4]}).key > evaluate(inst, {"a": [5, 7]}).key
+
+
+def test_checker_finds_every_violation():
+    inst = small_instance().replace_queue(small_instance().queue)
+    busy = Instance(inst.topology, inst.classes, inst.slowdown, inst.penalty,
+                    (Job("a", 2, "A"), Job("c", 2, "A")), busy=np.eye(1, 8, 7, dtype=bool)[0])
+    assert check_feasible(busy, {"a": [0, 1], "c": [2, 3]}) == []
+    problems = check_feasible(busy, {"a": [0, 0], "c": [0, 7], "zz": [1], "x": []})
+    text = " | ".join(problems)
+    assert "twice" in text and "busy" in text and "both" in text and "not in the queue" in text
+    assert check_feasible(busy, {"a": [0, 1, 2]}) == ["job 'a' needs 2 GPUs, got 3"]
+    assert "not in the topology" in check_feasible(busy, {"a": [0, 99]})[0]
+
+
+def test_json_round_trip_preserves_everything():
+    inst = small_instance()
+    again = instance_from_dict(json.loads(json.dumps(instance_to_dict(inst))))
+    assert again.queue == inst.queue and again.classes == inst.classes
+    assert np.array_equal(again.slowdown, inst.slowdown)
+    assert np.array_equal(again.penalty, inst.penalty)
+    assert again.topology.gpu_ids == inst.topology.gpu_ids
+    assert solve(again, "pal").assignment() == solve(inst, "pal").assignment()
+
+
+def test_schema_accepts_written_instances_and_is_valid():
+    schema = instance_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    jsonschema.validate(as_dict(), schema)
+    jsonschema.validate({"format": "palopt.instance/1", "topology": {"shape": "2x4"},
+                         "classes": ["A"], "slowdown": {"A": [1.0] * 8}, "penalties": 1.5,
+                         "queue": [{"id": "j", "num_gpus": 2, "class": "A"}]}, schema)
+
+
+def _bad(path: str, value):
+    data = as_dict()
+    node = data
+    keys = path.split("/")
+    for k in keys[:-1]:
+        node = node[int(k)] if isinstance(node, list) else node[k]
+    last = keys[-1]
+    if value is KeyError:
+        del node[last]
+    elif isinstance(node, list):
+        node[int(last)] = value
+    else:
+        node[last] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    "path, value, field",
+    [
+        ("format", "palopt.instance/2", "format"),
+        ("queue/0/num_gpus", 0, "queue[0].num_gpus"),
+        ("queue/0/num_gpus", 99, "queue[0].num_gpus"),
+        ("queue/0/num_gpus", "2", "queue[0].num_gpus"),
+        ("queue/1/id", "a", "queue[1].id"),
+        ("queue/0/class", "Z", "queue[0].class"),
+        ("queue/0/colour", "red", "queue[0].colour"),
+        ("queue/1/current_gpus", ["gpu99"], "queue[1].current_gpus"),
+        ("queue/1/current_gpus", ["gpu0", "gpu1"], "queue[1].current_gpus"),
+        ("slowdown/A/gpu3", math.nan, "slowdown.A.gpu3"),
+        ("slowdown/A/gpu3", -1.0, "slowdown.A.gpu3"),
+        ("slowdown/A/gpu3", KeyError, "slowdown.A.gpu3"),
+        ("slowdown/Q", {}, "slowdown.Q"),
+        ("penalties", "high", "penalties"),
+        ("busy", ["gpu3"], "queue[1].current_gpus"),
+        ("busy", ["nope"], "busy"),
+        ("classes", ["A", "A"], "classes"),
+        ("queue", KeyError, "queue"),
+    ],
+)
+def test_bad_instances_name_field_and_value(path, value, field):
+    with pytest.raises(InputError) as err:
+        instance_from_dict(_bad(path, value))
+    assert err.value.field.startswith(field), str(err.value)
+
+
+def test_disconnected_topology_rejected():
+    data = as_dict()
+    data["topology"] = copy.deepcopy(data["topology"])
+    data["topology"]["edges"] = [e for e in data["topology"]["edges"]
+                                 if {e["source"], e["target"]} != {"rack1", "cluster"}]
+    with pytest.raises(InputError, match="disconnected"):
+        instance_from_dict(data)
+
+
+def test_decreasing_penalty_rejected():
+    topo = build_cluster(2, 2, 2)
+    with pytest.raises(InputError, match="penalties.A.cluster"):
+        Instance(topo, ("A",), np.ones((1, 8)), np.array([[1.0, 2.0, 1.5]]), ())

@@ -1,0 +1,143 @@
+"""Topology: builders, node-link round trip, tier derivation and validation."""
+
+from __future__ import annotations
+
+import itertools
+
+import networkx as nx
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from palopt import InputError, Topology, build_cluster, parse_shape
+
+
+def brute_tier(topo: Topology, gpus: list[int]) -> str:
+    """Tier by graph search: the smallest enclosing structure, found by walking the graph."""
+    g = topo.graph
+    names = [topo.gpu_ids[i] for i in gpus]
+    if len(names) == 1:
+        return topo.tiers[0]
+    nv = nx.Graph((u, v) for u, v, d in g.edges(data=True) if d["link"] == "nvlink")
+    if all(n in nv for n in names) and nx.has_path(nv, names[0], names[-1]) and all(
+        nx.has_path(nv, names[0], n) for n in names
+    ):
+        return "nvlink"
+    servers = {next(m for m in g[n] if g.nodes[m]["kind"] == "server") for n in names}
+    if len(servers) == 1:
+        return "server"
+    racks = {next(m for m in g[s] if g.nodes[m]["kind"] == "switch") for s in servers}
+    return "rack" if len(racks) == 1 else "cluster"
+
+
+def test_build_cluster_shape_and_names():
+    topo = build_cluster(racks=2, servers_per_rack=3, gpus_per_server=4)
+    assert topo.n_gpus == 24 and topo.n_servers == 6
+    assert topo.tiers == ("server", "rack", "cluster")
+    assert topo.gpu_ids[5] == "gpu5" and topo.server_of(5) == "server1"
+    assert list(topo.server_start) == [0, 4, 8, 12, 16, 20, 24]
+    assert topo.index("gpu7") == 7
+
+
+def test_nvlink_islands_add_a_tier():
+    topo = build_cluster(1, 2, 8, nvlink_island=4)
+    assert topo.tiers == ("nvlink", "server", "rack", "cluster")
+    assert topo.tier_of([0, 3]) == "nvlink"
+    assert topo.tier_of([3, 4]) == "server"
+    assert topo.tier_of([0, 8]) == "rack"
+    assert topo.tier_of([5]) == "nvlink"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    racks=st.integers(1, 3),
+    servers=st.integers(1, 3),
+    gpus=st.sampled_from([2, 4]),
+    island=st.sampled_from([None, 2]),
+    data=st.data(),
+)
+def test_tier_matches_graph_search(racks, servers, gpus, island, data):
+    topo = build_cluster(racks, servers, gpus, nvlink_island=island)
+    subset = data.draw(st.lists(st.integers(0, topo.n_gpus - 1), min_size=1, max_size=6,
+                                unique=True))
+    expected = brute_tier(topo, subset)
+    if expected == "nvlink" and "nvlink" not in topo.tiers:
+        expected = "server"
+    assert topo.tier_of(subset) == expected
+
+
+def test_node_link_round_trip():
+    topo = build_cluster(2, 2, 4, nvlink_island=2)
+    again = Topology.from_node_link(topo.to_node_link())
+    assert again.gpu_ids == topo.gpu_ids and again.tiers == topo.tiers
+    assert np.array_equal(again.groups, topo.groups)
+
+
+def test_parse_shape():
+    assert parse_shape("16x4").n_gpus == 64
+    assert parse_shape("2x8x4").n_servers == 16
+    with pytest.raises(InputError, match="cluster"):
+        parse_shape("16by4")
+
+
+def test_deeper_switch_tree_and_uneven_depth():
+    g = nx.Graph()
+    g.add_node("core", kind="switch", tier="cluster")
+    for p in range(2):
+        g.add_node(f"pod{p}", kind="switch", tier="pod")
+        g.add_edge(f"pod{p}", "core", link="network")
+        for r in range(2):
+            rack = f"rack{p}{r}"
+            g.add_node(rack, kind="switch", tier="rack")
+            g.add_edge(rack, f"pod{p}", link="network")
+            srv = f"s{p}{r}"
+            g.add_node(srv, kind="server")
+            g.add_edge(srv, rack, link="network")
+            for k in range(2):
+                gid = f"{srv}g{k}"
+                g.add_node(gid, kind="gpu", local=k)
+                g.add_edge(gid, srv, link="pcie")
+    topo = Topology.from_graph(g)
+    assert topo.tiers == ("server", "rack", "pod", "cluster")
+    assert topo.tier_of([topo.index("s00g0"), topo.index("s01g0")]) == "pod"
+    assert topo.tier_of([topo.index("s00g0"), topo.index("s10g0")]) == "cluster"
+
+
+@pytest.mark.parametrize(
+    "mutate, field",
+    [
+        (lambda g: g.add_node("lost", kind="gpu"), "disconnected"),
+        (lambda g: g.add_node("odd", kind="toaster"), "kind"),
+        (lambda g: g.add_edge("gpu0", "gpu4", link="nvlink"), "same server"),
+        (lambda g: g.add_edge("gpu0", "server1", link="pcie"), "exactly one server"),
+        (lambda g: nx.set_edge_attributes(g, {("gpu0", "server0"): "wifi"}, "link"), "link"),
+    ],
+)
+def test_invalid_graphs_name_the_problem(mutate, field):
+    g = nx.Graph(build_cluster(1, 2, 4).graph)
+    mutate(g)
+    with pytest.raises(InputError, match=field):
+        Topology.from_graph(g)
+
+
+def test_servers_without_switch_rejected():
+    g = nx.Graph()
+    for s in range(2):
+        g.add_node(f"s{s}", kind="server")
+        g.add_node(f"g{s}", kind="gpu")
+        g.add_edge(f"g{s}", f"s{s}", link="pcie")
+    g.add_edge("s0", "s1", link="network")
+    with pytest.raises(InputError, match="switch"):
+        Topology.from_graph(g)
+
+
+def test_single_server_needs_no_switch():
+    g = nx.Graph()
+    g.add_node("host", kind="server")
+    for k in range(4):
+        g.add_node(f"g{k}", kind="gpu", local=k)
+        g.add_edge(f"g{k}", "host", link="pcie")
+    topo = Topology.from_graph(g)
+    assert topo.tiers == ("server",)
+    assert all(topo.tier_of(list(c)) == "server" for c in itertools.combinations(range(4), 2))

@@ -1,0 +1,240 @@
+"""``palopt topology build/show``, ``solve --format slurm`` and the pandas export, end to end."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import jsonschema
+import networkx as nx
+import numpy as np
+import pandas as pd
+import pytest
+
+from palopt.cli import main
+from palopt.cost import assert_feasible
+from palopt.export import FRAME_COLUMNS, local_index, slurm_allocations, to_frame
+from palopt.hostlist import expand_hostlist
+from palopt.importers.assemble import assemble_topology
+from palopt.importers.nvidia_smi import parse_nvidia_smi
+from palopt.importers.slurm import parse_topology_conf
+from palopt.instance import Instance, Job
+from palopt.io import instance_from_dict, instance_schema
+from palopt.solvers import solve
+from palopt.topology import Topology
+
+SAMPLES = Path(__file__).resolve().parent.parent / "instances" / "topology"
+BUILD = ["topology", "build", "--slurm", str(SAMPLES / "topology.conf"),
+         "--nvidia-smi", str(SAMPLES / "nvlink-pairs.txt"),
+         "--server", f"dgx[1-2]={SAMPLES / 'dgx-a100.txt'}",
+         "--server", f"t4-[01-02]={SAMPLES / 'pcie-only.txt'}"]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("topo") / "topo.json"
+    assert main([*BUILD, "--out", str(out)]) == 0
+    return out
+
+
+def _instance_dict(topology: dict, seed: int = 3) -> dict:
+    n = sum(1 for node in topology["nodes"] if node["kind"] == "gpu")
+    rng = np.random.default_rng(seed)
+    return {
+        "format": "palopt.instance/1",
+        "topology": topology,
+        "classes": ["A", "B"],
+        "slowdown": {c: rng.uniform(0.9, 1.3, n).round(3).tolist() for c in ("A", "B")},
+        "penalties": {"nvlink": 1.0, "server": 1.1, "rack": 1.5, "cluster": 2.0},
+        "queue": [{"id": f"j{i}", "num_gpus": k, "class": "AB"[i % 2]}
+                  for i, k in enumerate([8, 2, 16, 4, 1, 8, 24, 4])],
+    }
+
+
+def test_build_writes_a_valid_topology(built: Path) -> None:
+    data = json.loads(built.read_text())
+    topo = Topology.from_node_link(data)
+    assert (topo.n_gpus, topo.n_servers) == (72, 10)
+    assert topo.tiers == ("nvlink", "server", "rack", "cluster")
+    assert topo.server_ids[:2] == ("node01", "node02") and topo.server_ids[-1] == "t4-02"
+    assert {topo.graph.nodes[s]["tier"] for s in ("rack1", "rack2", "rack3")} == {"rack"}
+    assert topo.graph.nodes["core"]["tier"] == "cluster"
+    g = topo.index
+    assert topo.tier_of([g("node01/gpu0"), g("node01/gpu1")]) == "nvlink"
+    assert topo.tier_of([g("node01/gpu1"), g("node01/gpu2")]) == "server"
+    assert topo.tier_of([g("dgx1/gpu0"), g("dgx1/gpu7")]) == "nvlink"
+    assert topo.tier_of([g("t4-01/gpu0"), g("t4-01/gpu1")]) == "server"
+    assert topo.tier_of([g("node05/gpu0"), g("dgx2/gpu0")]) == "rack"
+    assert topo.tier_of([g("node01/gpu0"), g("t4-02/gpu3")]) == "cluster"
+    assert len(data["graph"]["sources"]) == 4
+
+
+def test_build_to_stdout_single_server(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "build", "--nvidia-smi", str(SAMPLES / "dgx-a100.txt")]) == 0
+    topo = Topology.from_node_link(json.loads(capsys.readouterr().out))
+    assert topo.server_ids == ("server0",) and topo.tiers == ("nvlink", "server")
+
+
+def test_built_topology_instance_solves_feasibly(built: Path) -> None:
+    data = _instance_dict(json.loads(built.read_text()))
+    jsonschema.validate(data, instance_schema())
+    inst = instance_from_dict(data)
+    result = solve(inst, "pal", seed=0)
+    assert_feasible(inst, result.assignment())
+    assert result.n_placed == len(inst.queue)
+
+
+def test_show_summarises_topology_and_instance(built: Path, tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "show", str(built)]) == 0
+    out = capsys.readouterr().out
+    assert "72 GPUs on 10 servers, 4 switches; tiers nvlink < server < rack < cluster" in out
+    assert "node[01-06]  8 GPUs each, NVLink islands 2+2+2+2" in out
+    assert "dgx[1-2]  8 GPUs each, NVLink islands 8" in out
+    assert "t4-[01-02]  4 GPUs each, PCIe only" in out
+    inst = tmp_path / "inst.json"
+    inst.write_text(json.dumps(_instance_dict(json.loads(built.read_text()))))
+    assert main(["topology", "show", str(inst)]) == 0
+    assert "72 GPUs on 10 servers" in capsys.readouterr().out
+
+
+def test_show_draws_png(tmp_path: Path) -> None:
+    png = tmp_path / "t.png"
+    assert main(["topology", "build", "--slurm", str(SAMPLES / "topology.conf"),
+                 "--nvidia-smi", str(SAMPLES / "nvlink-pairs.txt"),
+                 "--out", str(tmp_path / "t.json")]) == 0
+    assert main(["topology", "show", str(tmp_path / "t.json"), "--png", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _bad_smi(tmp_path: Path) -> Path:
+    bad = tmp_path / "bad.txt"
+    bad.write_text("\tGPU0\tGPU1\nGPU0\t X \tNV2\nGPU1\tNV2\t X \nGPU2\tNV2\tNV2\n")
+    return bad
+
+
+def _bad_conf(tmp_path: Path) -> Path:
+    bad = tmp_path / "bad.conf"
+    bad.write_text("SwitchName=r1 Nodes=node[01-02]\nSwitchName=r2 Nodes=node[03-04]\n")
+    return bad
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (lambda t: ["--nvidia-smi", str(_bad_smi(t))], "bad.txt:4 = 'GPU2': row GPU2 has no column"),
+    (lambda t: ["--slurm", str(_bad_conf(t)), "--nvidia-smi", str(SAMPLES / "pcie-only.txt")],
+     "bad.conf:2 = 'r2': several root switches"),
+    (lambda t: ["--slurm", str(SAMPLES / "topology.conf"),
+                "--nvidia-smi", str(SAMPLES / "pcie-only.txt"),
+                "--server", f"node99={SAMPLES / 'dgx-a100.txt'}"],
+     "no switch in"),
+    (lambda t: ["--slurm", str(SAMPLES / "topology.conf")], "no GPU matrix for this node"),
+    (lambda t: ["--nvidia-smi", str(t / "missing.txt")], "No such file"),
+    (lambda t: ["--server", f"n[2-1]={SAMPLES / 'dgx-a100.txt'}"], "start above end"),
+    (lambda t: [], "give --slurm, --nvidia-smi or --server"),
+    (lambda t: ["--server", f"n[1-2]={SAMPLES / 'dgx-a100.txt'}",
+                "--server", f"n2={SAMPLES / 'pcie-only.txt'}"],
+     "'n2': server given more than once"),
+])
+def test_build_errors_exit_2(args, expected: str, tmp_path: Path,
+                             capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "build", *args(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("palopt: error: ") and expected in err
+    assert "Traceback" not in err and err.count("\n") == 1
+
+
+def test_show_bad_json_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "t.json"
+    bad.write_text('{"nodes": [\n  {"id": "a",}\n]}\n')
+    assert main(["topology", "show", str(bad)]) == 2
+    assert f"{bad}:2" in capsys.readouterr().err
+
+
+def test_solve_format_slurm(built: Path, tmp_path: Path,
+                            capsys: pytest.CaptureFixture[str]) -> None:
+    data = _instance_dict(json.loads(built.read_text()))
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps(data))
+    assert main(["solve", str(path), "--format", "slurm", "--seed", "0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "# job\taction\tnodelist\tcuda_visible_devices"
+    inst = instance_from_dict(data)
+    result = solve(inst, "pal", seed=0)
+    topo = inst.topology
+    assert len(lines) == 1 + result.n_placed
+    for line, p in zip(lines[1:], result.placements, strict=True):
+        job, action, nodelist, devices = line.split("\t")
+        assert (job, action) == (p.job_id, "start")
+        per_node = dict(item.split("=") for item in devices.split(";"))
+        assert expand_hostlist(nodelist) == list(per_node)
+        names = sorted(f"{node}/gpu{d}" for node, ds in per_node.items() for d in ds.split(","))
+        assert names == sorted(topo.gpu_ids[g] for g in p.gpus)
+
+
+def test_slurm_local_index_falls_back_to_position() -> None:
+    graph = nx.Graph()
+    graph.add_node("sw", kind="switch", tier="cluster")
+    for s in ("h1", "h2"):
+        graph.add_edge(s, "sw", link="network")
+        graph.nodes[s]["kind"] = "server"
+        for name in ("b", "a"):
+            graph.add_node(f"{s}{name}", kind="gpu")
+            graph.add_edge(f"{s}{name}", s, link="pcie")
+    topo = Topology.from_graph(graph)
+    assert [local_index(topo, g) for g in range(4)] == [0, 1, 0, 1]
+    inst = Instance(topo, ("A",), np.ones((1, 4)), np.ones((1, 2)), (Job("x", 3, "A"),))
+    result = solve(inst, "packed-nonsticky")
+    assert_feasible(inst, result.assignment())
+    [alloc] = slurm_allocations(result, inst)
+    assert alloc.nodelist == "h[1-2]"
+    assert sorted(d for _, d in alloc.devices) == ["0", "0,1"]
+
+
+def test_to_frame(built: Path) -> None:
+    data = _instance_dict(json.loads(built.read_text()))
+    data["busy"] = [n["id"] for n in data["topology"]["nodes"] if n["kind"] == "gpu"][:40]
+    inst = instance_from_dict(data)
+    result = solve(inst, "pal", seed=0)
+    assert_feasible(inst, result.assignment())
+    frame = to_frame(result, inst)
+    assert tuple(frame.columns) == FRAME_COLUMNS
+    assert list(frame["job"]) == [j.id for j in inst.queue]
+    assert list(frame["n_gpus"]) == [j.num_gpus for j in inst.queue]
+    placed = frame[frame["gpus"].map(len) > 0]
+    waiting = frame[frame["gpus"].map(len) == 0]
+    assert len(placed) == result.n_placed and len(waiting) > 0
+    assert (placed["gpus"].map(len) == placed["n_gpus"]).all()
+    assert placed["cost"].sum() == pytest.approx(result.objective)
+    assert np.allclose(placed["cost"], placed["slowdown"] * placed["penalty"])
+    assert placed["reason"].isna().all() and waiting["cost"].isna().all()
+    assert waiting["reason"].notna().all() and set(waiting["action"]) == {"wait"}
+    by_job = {p.job_id: p for p in result.placements}
+    for row in placed.itertuples():
+        assert row.servers == tuple(dict.fromkeys(g.split("/")[0] for g in row.gpus))
+        assert row.tier == by_job[row.job].tier
+    assert frame["cost"].dtype == np.float64 and isinstance(frame, pd.DataFrame)
+
+
+def test_build_without_slurm_joins_servers_under_one_switch(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "build", "--server", f"a={SAMPLES / 'dgx-a100.txt'}",
+                 "--server", f"b[1-2]={SAMPLES / 'pcie-only.txt'}"]) == 0
+    topo = Topology.from_node_link(json.loads(capsys.readouterr().out))
+    assert topo.server_ids == ("a", "b1", "b2")
+    assert topo.tiers == ("nvlink", "server", "cluster")
+    assert main(["topology", "build", "--nvidia-smi", str(SAMPLES / "dgx-a100.txt"),
+                 "--server", f"a={SAMPLES / 'dgx-a100.txt'}"]) == 2
+    assert "not both" in capsys.readouterr().err
+
+
+def test_unbalanced_tree_is_padded_so_leaf_switches_are_racks() -> None:
+    tree = parse_topology_conf("SwitchName=leafA Nodes=n[1-2]\nSwitchName=leafB Nodes=n[3-4]\n"
+                               "SwitchName=mid Switches=leafB\n"
+                               "SwitchName=top Switches=leafA,mid\n")
+    topo = assemble_topology(tree, {}, parse_nvidia_smi("GPU0\nGPU0 X"))
+    assert topo.tiers == ("server", "rack", "level1", "cluster")
+    assert topo.graph.nodes["leafA~1"] == {"kind": "switch", "padding": True, "tier": "level1"}
+    assert set(topo.graph["leafA~1"]) == {"top", "leafA"}
+    assert topo.tier_of([0, 1]) == "rack"
+    assert topo.tier_of([2, 3]) == "rack"
+    assert topo.tier_of([0, 2]) == "cluster"

@@ -1,0 +1,267 @@
+"""Variability profiles: loaders, normalisation, joining, assignment, instances, profile CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from palopt.binning import bin_values
+from palopt.cli import main
+from palopt.errors import InputError
+from palopt.instance import Job
+from palopt.topology import build_cluster
+from palopt.variability import (
+    VariabilityProfile,
+    assign_profile,
+    bin_profile,
+    build_instance,
+    load_artifact_table,
+    load_longhorn,
+    load_profile,
+    read_measurements,
+    save_profile,
+)
+
+
+def write(path: Path, text: str) -> Path:
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def longhorn(artifact_dir: Path) -> VariabilityProfile:
+    return load_longhorn(artifact_dir / "variability")
+
+
+def test_read_measurements_median_per_gpu_and_normalised(tmp_path: Path) -> None:
+    f = write(tmp_path / "m.csv",
+              "cab,node,dev,perf\n"
+              "c1,004,0,10\nc1,4,0,12\nc1,4,0,100\n"  # node 004 and 4 are one GPU: median 12
+              "c1,4,1,20\nc1,5,0,30\n")
+    p = read_measurements(f, ["cab", "node", "dev"], ["perf"], ["A"])
+    assert p.gpus == ("c1-4-0", "c1-4-1", "c1-5-0")
+    assert np.allclose(p.values[0], np.array([12, 20, 30]) / 20)
+    assert np.median(p.values[0]) == 1.0
+    raw = read_measurements(f, ["cab", "node", "dev"], ["perf"], normalise=False)
+    assert raw.classes == ("perf",) and np.allclose(raw.values[0], [12, 20, 30])
+
+
+def test_longhorn_profile(longhorn: VariabilityProfile) -> None:
+    assert longhorn.classes == ("classA", "classB", "classC", "classD")
+    measured = (~np.isnan(longhorn.values)).sum(axis=1)
+    assert measured.tolist() == [336, 136, 136, 172]
+    assert longhorn.n_gpus == 384 and int(longhorn.complete().sum()) == 20
+    for c in range(4):
+        assert np.nanmedian(longhorn.values[c]) == pytest.approx(1.0, abs=1e-12)
+    # classes B and C are both profiled from BERT
+    assert np.array_equal(longhorn.values[1], longhorn.values[2], equal_nan=True)
+
+
+def test_longhorn_per_gpu_median_by_hand(artifact_dir: Path, longhorn: VariabilityProfile) -> None:
+    df = pd.read_csv(artifact_dir / "variability" / "pagerank-longhorn-agg.csv",
+                     dtype={"cabinet": str})
+    per_gpu = df.groupby(["cabinet", "node", "device"])["perf"].median()
+    expected = per_gpu / per_gpu.median()
+    (cab, node, dev), value = next(iter(expected.items()))
+    g = longhorn.gpus.index(f"{cab}-{int(node)}-{int(dev)}")
+    assert longhorn.row("classD")[g] == pytest.approx(value, rel=1e-12)
+
+
+def test_artifact_tables(artifact_dir: Path) -> None:
+    t32 = load_artifact_table(artifact_dir / "variability" / "32gpu-variability.csv")
+    df = pd.read_csv(artifact_dir / "variability" / "32gpu-variability.csv")
+    assert t32.gpus == tuple(str(i) for i in range(32))
+    assert np.array_equal(t32.row("classA"), df["PerfVar_classA"].to_numpy())
+    t64 = load_artifact_table(artifact_dir / "sim-64gpu-cluster.csv")
+    assert t64.n_gpus == 64 and t64.classes == ("classA", "classB", "classC", "classD")
+
+
+def test_artifact_table_errors(tmp_path: Path) -> None:
+    with pytest.raises(InputError, match="PerfVar_"):
+        load_artifact_table(write(tmp_path / "t.csv", "GPU_ID,x\n0,1.0\n"))
+    with pytest.raises(InputError, match="empty"):
+        load_artifact_table(write(tmp_path / "e.csv", ""))
+
+
+def test_profile_json_round_trip(tmp_path: Path, longhorn: VariabilityProfile) -> None:
+    save_profile(longhorn, tmp_path / "p.json")
+    back = load_profile(tmp_path / "p.json")
+    assert back.classes == longhorn.classes and back.gpus == longhorn.gpus
+    assert np.array_equal(back.values, longhorn.values, equal_nan=True)
+    assert back.source == longhorn.source
+
+
+@pytest.mark.parametrize("missing", ["drop", "median", "sample"])
+def test_assign_keeps_each_gpus_values_together(longhorn: VariabilityProfile, missing: str) -> None:
+    topo = build_cluster(1, 4, 4)
+    a = assign_profile(longhorn, topo, seed=7, missing=missing)
+    assert a.gpus == topo.gpu_ids and len(set(a.origin)) == topo.n_gpus
+    src = longhorn.values[:, [longhorn.gpus.index(o) for o in a.origin]]
+    measured = ~np.isnan(src)
+    assert np.array_equal(a.values[measured], src[measured])
+    assert not np.isnan(a.values).any()
+    if missing == "drop":
+        assert measured.all()
+    if missing == "median":
+        assert np.all(a.values[~measured] == 1.0)
+    if missing == "sample":
+        for c in range(len(a.classes)):
+            pool = set(longhorn.values[c][~np.isnan(longhorn.values[c])].tolist())
+            assert set(a.values[c][~measured[c]].tolist()) <= pool
+
+
+def test_assign_by_server_keeps_measured_servers_whole(longhorn: VariabilityProfile) -> None:
+    topo = build_cluster(2, 8, 4)
+    a = assign_profile(longhorn, topo, seed=5, missing="sample", by="server")
+    assert len(set(a.origin)) == topo.n_gpus
+    for s in range(topo.n_servers):
+        start = topo.server_start[s]
+        hosts = {o.rsplit("-", 1)[0] for o in a.origin[start: start + 4]}
+        assert len(hosts) == 1  # the 4 GPUs of a cluster server come from one measured server
+    src = longhorn.values[:, [longhorn.gpus.index(o) for o in a.origin]]
+    measured = ~np.isnan(src)
+    assert np.array_equal(a.values[measured], src[measured])
+    assert np.array_equal(a.values[1], a.values[2])  # B and C (both BERT) filled alike
+    again = assign_profile(longhorn, topo, seed=5, missing="sample", by="server")
+    assert again.origin == a.origin and np.array_equal(again.values, a.values)
+    with pytest.raises(InputError, match="measured servers"):
+        assign_profile(longhorn, build_cluster(2, 64, 4), seed=5, missing="median", by="server")
+
+
+def test_assign_is_deterministic_per_seed(longhorn: VariabilityProfile) -> None:
+    topo = build_cluster(2, 8, 4)
+    a = assign_profile(longhorn, topo, seed=3, missing="sample")
+    b = assign_profile(longhorn, topo, seed=3, missing="sample")
+    c = assign_profile(longhorn, topo, seed=4, missing="sample")
+    assert a.origin == b.origin and np.array_equal(a.values, b.values)
+    assert a.origin != c.origin
+
+
+def test_assign_in_order_without_seed(artifact_dir: Path) -> None:
+    t32 = load_artifact_table(artifact_dir / "variability" / "32gpu-variability.csv")
+    a = assign_profile(t32, build_cluster(1, 8, 4), seed=None)
+    assert a.origin == t32.gpus and np.array_equal(a.values, t32.values)
+
+
+def test_assign_errors(longhorn: VariabilityProfile) -> None:
+    with pytest.raises(InputError, match="eligible"):
+        assign_profile(longhorn, build_cluster(1, 8, 4), seed=1)  # only 20 complete GPUs
+    with pytest.raises(InputError, match="needs a seed"):
+        assign_profile(longhorn, build_cluster(1, 2, 4), seed=None, missing="sample")
+    with pytest.raises(InputError):
+        assign_profile(longhorn, build_cluster(1, 2, 4), seed=1, missing="zero")
+
+
+def test_merge_and_select() -> None:
+    a = VariabilityProfile(("A",), ("g0", "g1"), np.array([[1.0, 1.2]]))
+    b = VariabilityProfile(("B",), ("g1", "g2"), np.array([[0.9, 1.1]]))
+    m = a.merge(b)
+    assert m.gpus == ("g0", "g1", "g2")
+    assert np.array_equal(m.values, [[1.0, 1.2, np.nan], [np.nan, 0.9, 1.1]], equal_nan=True)
+    assert m.select({"X": "B", "Y": "B"}).classes == ("X", "Y")
+    with pytest.raises(InputError, match="both"):
+        m.merge(b)
+
+
+@pytest.mark.parametrize(("values", "match"), [
+    ([[1.0, -1.0]], "positive"),
+    ([[np.nan, np.nan]], "no GPU"),
+    ([[1.0]], "shape"),
+])
+def test_profile_validation(values: list, match: str) -> None:
+    with pytest.raises(InputError, match=match):
+        VariabilityProfile(("A",), ("g0", "g1"), np.array(values))
+
+
+def test_build_instance_uses_binned_levels(artifact_dir: Path) -> None:
+    topo = build_cluster(1, 16, 4)
+    t64 = assign_profile(load_artifact_table(artifact_dir / "sim-64gpu-cluster.csv"), topo,
+                         seed=None)
+    inst = build_instance(t64, topo, 1.7, [Job("j", 2, "classA")], method="artifact")
+    sf = pd.read_csv(artifact_dir / "sim-64gpu-cluster.csv")["sf_classA"].to_numpy()
+    assert np.allclose(inst.slowdown[0], sf, atol=1e-12)
+    assert np.array_equal(bin_profile(t64, "kmeans")[1],
+                          bin_values(t64.values[1], method="kmeans").levels)
+    with pytest.raises(InputError, match="assign_profile"):
+        build_instance(t64, build_cluster(1, 8, 4), 1.7, [])
+
+
+# ---- CLI ------------------------------------------------------------------------------------
+
+def test_cli_import_and_show(tmp_path: Path, artifact_dir: Path, capsys) -> None:
+    out = tmp_path / "p.json"
+    d = artifact_dir / "variability"
+    assert main(["profile", "import", str(d / "resnet-longhorn-agg.csv"), "--id",
+                 "cabinet,node,device", "--value", "perf", "--class", "classA",
+                 "-o", str(out)]) == 0
+    assert main(["profile", "import", str(d / "pagerank-longhorn-agg.csv"), "--id",
+                 "cabinet,node,device", "--value", "perf", "--class", "classD",
+                 "-o", str(out), "--append"]) == 0
+    p = load_profile(out)
+    assert p.classes == ("classA", "classD") and p.n_gpus == 380
+    capsys.readouterr()
+    assert main(["profile", "show", str(out), "--plot", str(tmp_path / "h.png")]) == 0
+    text = capsys.readouterr().out
+    assert "classA" in text and "classD" in text and "p95" in text
+    assert (tmp_path / "h.png").stat().st_size > 0
+
+
+def test_cli_assign(tmp_path: Path, longhorn: VariabilityProfile, capsys) -> None:
+    save_profile(longhorn, tmp_path / "p.json")
+    out = tmp_path / "cluster.json"
+    args = ["profile", "assign", str(tmp_path / "p.json"), "--cluster", "2x4x4", "--seed", "9",
+            "--missing", "sample", "--by", "server", "-o", str(out)]
+    assert main(args) == 0
+    a = load_profile(out)
+    assert a.gpus == tuple(f"gpu{i}" for i in range(32)) and len(set(a.origin)) == 32
+    assert np.array_equal(a.values, assign_profile(longhorn, build_cluster(2, 4, 4), 9, "sample",
+                                                   "server").values)
+    capsys.readouterr()
+    assert main([*args[:4], "9x", "-o", str(out)]) == 2
+    assert "cluster" in capsys.readouterr().err
+    assert main(["profile", "assign", str(tmp_path / "p.json"), "--cluster", "8x4",
+                 "-o", str(out)]) == 2  # only 20 GPUs are measured in every class
+    assert "eligible" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("content", "args", "expect"), [
+    ("gpu,perf\n", ["--id", "gpu", "--value", "perf"], "no data rows"),
+    ("", ["--id", "gpu", "--value", "perf"], "empty"),
+    ("gpu,perf\na,1.0\n", ["--id", "uuid", "--value", "perf"], "'uuid': no such column"),
+    ("gpu,perf\na,1.0\n", ["--id", "gpu", "--value", "time"], "'time': no such column"),
+    ("gpu,perf\na,1.0\nb,fast\n", ["--id", "gpu", "--value", "perf"],
+     "line 3, column perf = 'fast': not a number"),
+    ("gpu,perf\na,1.0\nb,-2\n", ["--id", "gpu", "--value", "perf"], "line 3, column perf"),
+    ("gpu,perf\na,1.0\n,2\n", ["--id", "gpu", "--value", "perf"], "line 3, column gpu"),
+    ("gpu,perf\na,1.0\n", ["--id", "gpu", "--value", "perf", "--class", "A,B"], "one class"),
+])
+def test_cli_import_bad_files(tmp_path: Path, capsys, content: str, args: list[str],
+                              expect: str) -> None:
+    f = write(tmp_path / "bad.csv", content)
+    code = main(["profile", "import", str(f), *args, "-o", str(tmp_path / "o.json")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert str(f) in err and expect in err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize(("content", "expect"), [
+    ("{", "invalid JSON"),
+    ('{"format": "other"}', "format"),
+    ('{"format": "palopt.profile/1", "classes": ["A"], "gpus": ["g"], "values": {"A": ["x"]}}',
+     "values.A.g"),
+])
+def test_cli_show_bad_files(tmp_path: Path, capsys, content: str, expect: str) -> None:
+    f = write(tmp_path / "bad.json", content)
+    assert main(["profile", "show", str(f)]) == 2
+    err = capsys.readouterr().err
+    assert str(f) in err and expect in err and "Traceback" not in err
+
+
+def test_cli_missing_file(tmp_path: Path, capsys) -> None:
+    assert main(["profile", "show", str(tmp_path / "nope.json")]) == 2
+    assert "nope.json" in capsys.readouterr().err
