@@ -8,8 +8,10 @@ import pandas as pd
 import pytest
 
 from palopt.cli import main
+from palopt.errors import InputError
 from palopt.sim import SimConfig, load_profile, load_trace, simulate, summary
-from palopt.sim.experiments import fig10_specs, improvement_table, run_many
+from palopt.sim.experiments import fig10_sweep, improvement_table, simulate_cell
+from palopt.sweep import run_sweep
 from palopt.topology import parse_shape
 
 # Average JCT (hours) of sia-philly-workload-1 measured by running the artifact's code:
@@ -94,12 +96,27 @@ def test_improvement_table():
     assert g.loc[("packed-nonsticky", "pal"), "max_gain"] == pytest.approx(0.5)
 
 
-def test_run_many_in_pool_matches_serial(artifact_dir):
-    specs = fig10_specs(artifact_dir, [1], ["pal", "packed-sticky"])
-    pooled = run_many(specs, workers=2, progress=False)
-    serial = run_many(specs, workers=1, progress=False)
-    assert [r["avg_jct_h"] for r in pooled] == [r["avg_jct_h"] for r in serial]
-    assert [r["placement"] for r in pooled] == ["pal", "packed-sticky"]
+def test_sweep_in_pool_matches_serial(artifact_dir, tmp_path):
+    spec = fig10_sweep(artifact_dir, tmp_path / "a", [1], ["pal", "packed-sticky"])
+    pooled = run_sweep(spec, simulate_cell, workers=2)
+    serial = run_sweep(fig10_sweep(artifact_dir, tmp_path / "b", [1], ["pal", "packed-sticky"]),
+                       simulate_cell, workers=1)
+    assert pooled.avg_jct_h.tolist() == serial.avg_jct_h.tolist()
+    assert pooled.placement.tolist() == ["pal", "packed-sticky"]
+    assert pooled.avg_jct_h[0] == pytest.approx(7.033, abs=1e-3)
+
+
+def test_simulate_cell_checks_keys(artifact_dir):
+    with pytest.raises(InputError, match="unknown parameter"):
+        simulate_cell({"data": str(artifact_dir), "workload": 1, "placment": "pal"})
+    with pytest.raises(InputError, match="needs 'trace'"):
+        simulate_cell({"data": str(artifact_dir)})
+
+
+def test_simulate_cell_tiles_a_larger_cluster(artifact_dir):
+    s = simulate_cell({"data": str(artifact_dir), "cluster": "32x4", "load": 20.0, "n_jobs": 10,
+                       "round": 300.0})
+    assert s["jobs"] == 10 and s["avg_jct_h"] > 0
 
 
 @pytest.mark.slow
@@ -110,6 +127,7 @@ def test_cli_reproduce_fig10(artifact_dir, tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Improvement over packed-sticky" in out and "Improvement over packed-nonsticky" in out
     runs = pd.read_csv(tmp_path / "fig10-compat-runs.csv")
+    assert (tmp_path / "fig10-compat-vs-packed-sticky.png").exists()
     assert len(runs) == 48
     w1 = runs[runs.workload == 1].set_index("placement").avg_jct_h
     for solver, value in ARTIFACT_W1.items():

@@ -4,28 +4,27 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
+import shutil
 from pathlib import Path
 from typing import Any
-
-import pandas as pd
 
 from palopt.errors import InputError
 from palopt.sim.engine import SimConfig, simulate
 from palopt.sim.experiments import (
-    fig10_specs,
-    fig12_specs,
-    fig13_specs,
+    fig10_sweep,
+    fig12_sweep,
+    fig13_sweep,
     format_tables,
     improvement_table,
     plot_normalised,
-    run_many,
+    simulate_cell,
 )
 from palopt.sim.metrics import format_summary, summary, write_outputs
 from palopt.sim.policies import get_policy
 from palopt.sim.profile import correlated_profile, load_profile
 from palopt.sim.trace import load_trace
 from palopt.solvers import get_solver
+from palopt.sweep import run_sweep
 from palopt.topology import parse_shape
 
 DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "pal-artifact"
@@ -99,10 +98,13 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="directory for the table (CSV, text) and plot")
     p.add_argument("--workers", type=int, default=None, help="processes (default: CPUs)")
     p.add_argument("--workloads", default="1-8", help="fig10: e.g. 1-8 or 1,3,6")
-    p.add_argument("--jobs", type=int, default=400, help="fig13: jobs per trace (all tracked)")
+    p.add_argument("--jobs", type=int, default=200,
+                   help="fig13: tracked jobs per trace (as many again before and after)")
     p.add_argument("--seeds", type=int, default=1, help="fig13: traces per load")
     p.add_argument("--loads", default="8,10,12,14", help="fig13: jobs per hour")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--fresh", action="store_true",
+                   help="rerun every simulation (finished ones are otherwise reused)")
     _add_model_options(p)
     p.set_defaults(func=cmd_reproduce)
 
@@ -151,42 +153,41 @@ def _int_list(text: str, field: str) -> list[int]:
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
-    """Run a paper experiment and print its table."""
+    """Run a paper experiment (resumably, see :mod:`palopt.sweep`) and print its table."""
     if not (args.data / "sim-64gpu-cluster.csv").is_file():
         raise InputError("data", str(args.data), "no sim-64gpu-cluster.csv in this directory")
-    model = "realistic" if (args.completion != "round" or args.restart_cost or args.backfill
-                            ) else "compat"
+    realistic = args.completion != "round" or args.restart_cost or args.backfill
+    model = "realistic" if realistic else "compat"
+    stem = f"{args.figure}-{model}"
+    cells = args.out / f"{stem}-cells"
+    if args.fresh and cells.exists():
+        shutil.rmtree(cells)
+    options = {"completion": args.completion, "restart_cost": args.restart_cost,
+               "backfill": args.backfill, "extra_jobs": args.extra_jobs,
+               "fixed_charge": args.fixed_charge}
     if args.figure == "fig10":
         workloads = _int_list(args.workloads, "workloads")
         if not workloads or not set(workloads) <= set(range(1, 9)):
             raise InputError("workloads", args.workloads, "workloads are 1 to 8")
-        specs = fig10_specs(args.data, workloads, config=_config(args), model=model)
-        by = "workload"
+        spec = fig10_sweep(args.data, cells, workloads, **options)
+        by, group = "workload", None
     elif args.figure == "fig12":
-        specs = fig12_specs(args.data, config=_config(args))
-        by = "penalty"
+        spec = fig12_sweep(args.data, cells, **options)
+        by, group = "locality_penalty", None
     else:
         try:
             loads = [float(x) for x in args.loads.split(",")]
         except ValueError:
             raise InputError("loads", args.loads, "expected numbers like 8,10,12") from None
-        cfg = _config(args, round_s=300.0, penalties=1.7)
-        specs = fig13_specs(args.data, loads, n_jobs=args.jobs, seeds=range(args.seeds),
-                            config=cfg)
-        by = "load"
-    if args.fixed_charge:
-        specs = [replace(s, fixed_charge=True) for s in specs]
-    rows = run_many(specs, workers=args.workers, progress=not args.no_progress)
-    args.out.mkdir(parents=True, exist_ok=True)
-    stem = f"{args.figure}-{model}"
-    pd.DataFrame(rows).to_csv(args.out / f"{stem}-runs.csv", index=False)
+        spec = fig13_sweep(args.data, cells, loads, seeds=range(args.seeds), n_jobs=args.jobs,
+                           **options)
+        by, group = "load", "scheduler"
+    table = run_sweep(spec, simulate_cell, workers=args.workers, progress=not args.no_progress)
+    table.to_csv(args.out / f"{stem}-runs.csv", index=False)
     texts = []
-    groups = [(None, rows)]
-    if args.figure == "fig13":
-        groups = [(pol, [r for r in rows if r["policy"] == pol])
-                  for pol in dict.fromkeys(r["policy"] for r in rows)]
+    groups = [(None, table)] if group is None else list(table.groupby(group, sort=False))
     for name, part in groups:
-        jct, gains = improvement_table(part, by)
+        jct, gains = improvement_table(part.to_dict("records"), by)
         head = f"{args.figure} ({model} model)" + (f", scheduler {name}" if name else "")
         texts.append(head + "\n" + format_tables(jct, gains, by))
         suffix = f"-{name}" if name else ""
@@ -196,5 +197,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     text = "\n\n".join(texts)
     (args.out / f"{stem}.txt").write_text(text + "\n", encoding="utf-8")
     print(text)
-    print(f"\nwrote {args.out}/{stem}-runs.csv, {stem}.txt and plots")
+    print(f"\nwrote {args.out}/{stem}-runs.csv, {stem}.txt and plots ({len(table)} runs; "
+          f"finished runs are kept in {cells} and reused: --fresh reruns them)")
     return 0

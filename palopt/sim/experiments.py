@@ -1,17 +1,15 @@
-"""The PAL paper's simulation experiments (Fig 10, 12, 13), run in a process pool.
+"""The PAL paper's simulation experiments (Fig 10, 12, 13) as sweeps over simulations.
 
-Each experiment is a list of independent :class:`RunSpec`; :func:`run_many` runs them in a
-process pool (with a progress bar when ``tqdm`` is installed) and returns one summary row per
-run. :func:`improvement_table` turns rows into the paper-style table: average JCT per workload
-and placement, and the geomean improvement over a baseline.
+:func:`simulate_cell` runs one simulation from a flat parameter dict, so it is a cell function
+for :mod:`palopt.sweep` (grid files, resumable results, process pool or Ray). The ``fig*_sweep``
+functions build the paper's grids; :func:`improvement_table` turns the results into the
+paper-style table: average JCT per workload and placement, and the geomean improvement over a
+baseline.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -30,191 +28,150 @@ from palopt.sim.trace import (
     load_trace,
     synthetic_trace,
 )
-from palopt.topology import Topology, parse_shape
+from palopt.sweep import SweepSpec
+from palopt.topology import Topology, build_cluster, parse_shape
 
 __all__ = [
     "FIG10_PLACEMENTS",
-    "RunSpec",
-    "fig10_specs",
-    "fig12_specs",
-    "fig13_specs",
-    "run_one",
-    "run_many",
+    "CELL_KEYS",
+    "simulate_cell",
+    "fig10_sweep",
+    "fig12_sweep",
+    "fig13_sweep",
     "improvement_table",
-    "plot_normalised",
     "format_tables",
+    "plot_normalised",
 ]
 
 FIG10_PLACEMENTS = ("packed-sticky", "packed-nonsticky", "random-sticky", "random-nonsticky",
                     "pmfirst", "pal")
 BASELINES = ("packed-sticky", "packed-nonsticky")
 
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One simulation to run.
-
-    Parameters
-    ----------
-    data_dir : str
-        The ``pal-artifact`` data directory.
-    solver, policy : str
-    config : SimConfig
-    workload : int, optional
-        Sia-Philly trace number (1-8); else a synthetic Fig 13 trace is generated.
-    cluster : str
-        Shape, e.g. ``16x4``.
-    load : float
-        Jobs per hour (synthetic trace).
-    n_jobs : int
-        Tracked jobs of the synthetic trace; as many again arrive before them (warm-up) and
-        after them (to keep the cluster loaded), untracked.
-    gpu_dist : {"synergy", "traces"}
-        GPU counts of the synthetic trace: the artifact's Synergy split, or the empirical
-        distribution of the eight Sia-Philly traces.
-    trace_seed, profile_seed : int
-        Seeds of the synthetic trace and of the tiled profile (clusters larger than 64 GPUs).
-    fixed_charge : bool
-        Charge the ranked (binned) slowdown instead of the raw one.
-    labels : dict
-        Extra columns for the result row.
-    """
-
-    data_dir: str
-    solver: str
-    policy: str
-    config: SimConfig
-    workload: int | None = None
-    cluster: str = "16x4"
-    load: float = 0.0
-    n_jobs: int = 0
-    trace_seed: int = 0
-    profile_seed: int = 0
-    fixed_charge: bool = False
-    gpu_dist: str = "synergy"
-    labels: dict[str, Any] = field(default_factory=dict)
+#: Parameters of :func:`simulate_cell` and their defaults (the artifact's Sia-Philly setting).
+CELL_KEYS: Mapping[str, Any] = {
+    "data": None,  # the pal-artifact directory (profile, traces)
+    "trace": None,  # a trace CSV; or
+    "workload": None,  # a Sia-Philly workload number (1-8) in data/traces; or
+    "load": None,  # jobs per hour of a synthetic Fig 13 trace
+    "n_jobs": 200,  # tracked jobs of the synthetic trace (as many before and after, untracked)
+    "gpu_dist": "synergy",  # synthetic GPU counts: "synergy" or "traces"
+    "profile": None,  # profile CSV (default: data/sim-64gpu-cluster.csv)
+    "cluster": "16x4",
+    "placement": "pal",
+    "scheduler": "fifo",
+    "locality_penalty": 1.7,
+    "round": 360.0,
+    "seed": 0,  # solver seed; also the synthetic trace's and the tiled profile's
+    "completion": "round",
+    "restart_cost": 0.0,
+    "backfill": False,
+    "extra_jobs": False,
+    "fixed_charge": False,
+}
 
 
 @lru_cache(maxsize=8)
-def _cluster(data_dir: str, shape: str, profile_seed: int) -> tuple[Topology, ClusterProfile]:
+def _cluster(profile: str, shape: str, seed: int) -> tuple[Topology, ClusterProfile]:
     topo = parse_shape(shape)
-    base_topo = parse_shape("16x4")
-    profile = load_profile(Path(data_dir) / "sim-64gpu-cluster.csv", base_topo)
-    if topo.n_gpus != base_topo.n_gpus:
-        per_server = int(topo.server_sizes[0])
-        profile = profile.tiled(topo.n_gpus, per_server, profile_seed)
-    return topo, profile
+    per_server = int(topo.server_sizes[0])
+    rows = len(pd.read_csv(profile))
+    if rows >= topo.n_gpus or rows % per_server:
+        return topo, load_profile(profile, topo)
+    base = load_profile(profile, build_cluster(1, rows // per_server, per_server))
+    return topo, base.tiled(topo.n_gpus, per_server, seed)
 
 
 @lru_cache(maxsize=16)
-def _trace(data_dir: str, workload: int) -> tuple[TraceJob, ...]:
-    return load_trace(Path(data_dir) / "traces" / f"sia-philly-workload-{workload}.csv")
+def _trace(path: str) -> tuple[TraceJob, ...]:
+    return load_trace(path)
 
 
-def _spec_trace(spec: RunSpec, n_gpus: int) -> tuple[TraceJob, ...]:
-    if spec.workload is not None:
-        return _trace(spec.data_dir, spec.workload)
-    if spec.gpu_dist == "traces":
-        sizes, probs = gpu_count_distribution([_trace(spec.data_dir, w) for w in range(1, 9)])
-    elif spec.gpu_dist == "synergy":
+def _cell_trace(cell: Mapping[str, Any], data: Path | None, n_gpus: int
+                ) -> tuple[TraceJob, ...]:
+    if cell["trace"] is not None:
+        return _trace(str(cell["trace"]))
+    if data is None:
+        raise InputError("data", None, "needed for 'workload' or 'load' cells")
+    if cell["workload"] is not None:
+        return _trace(str(data / "traces" / f"sia-philly-workload-{int(cell['workload'])}.csv"))
+    if cell["load"] is None:
+        raise InputError("trace", None, "a cell needs 'trace', 'workload' or 'load'")
+    if cell["gpu_dist"] == "traces":
+        sizes, probs = gpu_count_distribution(
+            [_trace(str(data / "traces" / f"sia-philly-workload-{w}.csv")) for w in range(1, 9)])
+    elif cell["gpu_dist"] == "synergy":
         sizes, probs = SYNERGY_GPU_COUNTS
     else:
-        raise InputError("gpu_dist", spec.gpu_dist, "must be 'synergy' or 'traces'")
-    n = spec.n_jobs
-    return synthetic_trace(3 * n, spec.load, spec.trace_seed, sizes, probs, max_gpus=n_gpus,
-                           tracked=(n, 2 * n))
+        raise InputError("gpu_dist", cell["gpu_dist"], "must be 'synergy' or 'traces'")
+    n = int(cell["n_jobs"])
+    return synthetic_trace(3 * n, float(cell["load"]), int(cell["seed"]), sizes, probs,
+                           max_gpus=n_gpus, tracked=(n, 2 * n))
 
 
-def run_one(spec: RunSpec) -> dict[str, Any]:
-    """Run one spec; returns its labels plus the summary (see :func:`palopt.sim.summary`)."""
-    topo, profile = _cluster(spec.data_dir, spec.cluster, spec.profile_seed)
-    if spec.fixed_charge:
-        profile = profile.fixed()
-    res = simulate(topo, profile, _spec_trace(spec, topo.n_gpus), spec.solver, spec.policy,
-                   spec.config)
-    return {**spec.labels, **summary(res)}
+def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one simulation described by a flat dict (see :data:`CELL_KEYS`); return its summary.
 
+    A cell function for :func:`palopt.sweep.run_sweep`. A profile smaller than the cluster is
+    tiled with whole servers drawn with replacement (seeded by ``seed``).
 
-def run_many(specs: Sequence[RunSpec], workers: int | None = None, progress: bool = True,
-             runner: Callable[[RunSpec], dict[str, Any]] = run_one) -> list[dict[str, Any]]:
-    """Run specs in a process pool (``workers=1``: in this process); rows in spec order.
-
-    Parameters
-    ----------
-    specs : sequence of RunSpec
-    workers : int, optional
-        Processes (default: the CPU count).
-    progress : bool
-        Show a progress bar (tqdm) on stderr.
+    Raises
+    ------
+    InputError
+        For an unknown key or a bad value.
     """
-    workers = workers or os.cpu_count() or 1
-    bar = _bar(len(specs), progress)
-    rows: list[dict[str, Any]] = []
-    try:
-        if workers == 1 or len(specs) == 1:
-            for spec in specs:
-                rows.append(runner(spec))
-                bar(1)
-            return rows
-        with ProcessPoolExecutor(max_workers=min(workers, len(specs))) as pool:
-            for row in pool.map(runner, specs, chunksize=1):
-                rows.append(row)
-                bar(1)
-        return rows
-    finally:
-        bar(0, close=True)
+    unknown = sorted(set(params) - set(CELL_KEYS))
+    if unknown:
+        raise InputError(f"cell.{unknown[0]}", params[unknown[0]],
+                         f"unknown parameter; known: {', '.join(CELL_KEYS)}")
+    cell = {**CELL_KEYS, **params}
+    data = Path(cell["data"]) if cell["data"] is not None else None
+    if cell["profile"] is None and data is None:
+        raise InputError("profile", None, "give 'profile' or 'data'")
+    profile_path = str(cell["profile"] or data / "sim-64gpu-cluster.csv")  # type: ignore[operator]
+    topo, profile = _cluster(profile_path, str(cell["cluster"]), int(cell["seed"]))
+    if cell["fixed_charge"]:
+        profile = profile.fixed()
+    config = SimConfig(round_s=float(cell["round"]), penalties=cell["locality_penalty"],
+                       completion=str(cell["completion"]),
+                       restart_cost_s=float(cell["restart_cost"]), backfill=bool(cell["backfill"]),
+                       extra_jobs=bool(cell["extra_jobs"]), seed=int(cell["seed"]))
+    res = simulate(topo, profile, _cell_trace(cell, data, topo.n_gpus), str(cell["placement"]),
+                   str(cell["scheduler"]), config)
+    out = summary(res)
+    out.pop("solver")
+    out.pop("policy")
+    return out
 
 
-def _bar(total: int, enabled: bool) -> Callable[..., None]:
-    if not enabled:
-        return lambda n, close=False: None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return lambda n, close=False: None
-    bar = tqdm(total=total, unit="run", leave=False)
-
-    def update(n: int, close: bool = False) -> None:
-        if n:
-            bar.update(n)
-        if close:
-            bar.close()
-
-    return update
-
-
-def fig10_specs(data_dir: str | Path, workloads: Iterable[int] = range(1, 9),
+def fig10_sweep(data: str | Path, out: Path, workloads: Iterable[int] = range(1, 9),
                 placements: Sequence[str] = FIG10_PLACEMENTS,
-                config: SimConfig | None = None, model: str = "compat") -> list[RunSpec]:
-    """Fig 10: Sia-Philly workloads, FIFO, P = 1.7, 64 GPUs, R = 360 s."""
-    cfg = config or SimConfig(round_s=360.0, penalties=1.7)
-    return [RunSpec(str(data_dir), p, "fifo", cfg, workload=w,
-                    labels={"workload": w, "placement": p, "model": model})
-            for w in workloads for p in placements]
+                **options: Any) -> SweepSpec:
+    """Fig 10: Sia-Philly workloads, FIFO, P = 1.7, 64 GPUs, R = 360 s (``options``: other
+    :data:`CELL_KEYS`, e.g. the realistic-model settings)."""
+    return SweepSpec({"workload": tuple(workloads), "placement": tuple(placements)},
+                     {"data": str(data), **options}, out)
 
 
-def fig12_specs(data_dir: str | Path, penalties: Sequence[float] = (1.0, 1.5, 2.0, 2.5, 3.0),
-                workload: int = 6,
-                placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst", "pal"),
-                config: SimConfig | None = None) -> list[RunSpec]:
+def fig12_sweep(data: str | Path, out: Path,
+                penalties: Sequence[float] = (1.0, 1.5, 2.0, 2.5, 3.0),
+                placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst",
+                                             "pal"),
+                **options: Any) -> SweepSpec:
     """Fig 12: workload 6 with the locality penalty swept (placement and charge alike)."""
-    cfg = config or SimConfig(round_s=360.0)
-    return [RunSpec(str(data_dir), p, "fifo", replace(cfg, penalties=float(pen)),
-                    workload=workload, labels={"penalty": float(pen), "placement": p})
-            for pen in penalties for p in placements]
+    return SweepSpec({"locality_penalty": tuple(float(p) for p in penalties),
+                      "placement": tuple(placements)},
+                     {"data": str(data), "workload": 6, **options}, out)
 
 
-def fig13_specs(data_dir: str | Path, loads: Sequence[float] = (8.0, 10.0, 12.0, 14.0),
-                policies: Sequence[str] = ("fifo", "las", "srtf"),
-                placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst", "pal"),
-                n_jobs: int = 200, seeds: Sequence[int] = (0,),
-                config: SimConfig | None = None, gpu_dist: str = "synergy") -> list[RunSpec]:
+def fig13_sweep(data: str | Path, out: Path, loads: Sequence[float] = (8.0, 10.0, 12.0, 14.0),
+                schedulers: Sequence[str] = ("fifo", "las", "srtf"),
+                placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst",
+                                             "pal"),
+                seeds: Sequence[int] = (0,), **options: Any) -> SweepSpec:
     """Fig 13/15/16: 256 GPUs (64 x 4), synthetic class-A trace, R = 300 s, P = 1.7."""
-    cfg = config or SimConfig(round_s=300.0, penalties=1.7)
-    return [RunSpec(str(data_dir), p, pol, cfg, cluster="64x4", load=float(load),
-                    n_jobs=n_jobs, trace_seed=seed, profile_seed=seed, gpu_dist=gpu_dist,
-                    labels={"load": float(load), "policy": pol, "placement": p, "seed": seed})
-            for pol in policies for load in loads for seed in seeds for p in placements]
+    return SweepSpec({"scheduler": tuple(schedulers), "load": tuple(float(x) for x in loads),
+                      "seed": tuple(seeds), "placement": tuple(placements)},
+                     {"data": str(data), "cluster": "64x4", "round": 300.0, **options}, out)
 
 
 def improvement_table(rows: Sequence[dict[str, Any]], by: str,
