@@ -229,6 +229,7 @@ class Simulator:
     profile : ClusterProfile
         ``rank`` feeds the placement instance, ``charge`` the simulated iteration times.
     trace : sequence of TraceJob
+        Admitted in submit-time order (ties keep the given order).
     solver : str or Solver
         A registry name (see ``palopt solvers``) or a solver object.
     policy : str or SchedulingPolicy
@@ -283,7 +284,7 @@ class Simulator:
         self._charge_instance = Instance(topology, profile.classes, profile.charge,
                                          self.penalty, ())
         self._base_instance = Instance(topology, profile.classes, profile.rank, self.penalty, ())
-        self.trace = tuple(trace)
+        self.trace = tuple(sorted(trace, key=lambda j: j.submit_time))  # stable
         for i, j in enumerate(self.trace):
             if j.num_gpus > n:
                 raise InputError(f"trace[{i}].num_gpus", j.num_gpus,
