@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "palopt.commands.profile",
     "palopt.commands.topology",
     "palopt.commands.bench",
+    "palopt.commands.simulate",
 )
 
 

@@ -1,0 +1,594 @@
+"""The round-based cluster simulator.
+
+Time advances in rounds of ``R`` seconds. At the start of each round the simulator
+
+1. accounts the progress of every job that ran in the last round (``R / iteration time``
+   iterations; a job whose iterations are done completes and frees its GPUs),
+2. admits the jobs whose submit time has come,
+3. orders the active jobs with the scheduling policy,
+4. builds an :class:`~palopt.instance.Instance` (running jobs carry ``current_gpus``) and places
+   it with the placement solver,
+5. starts, keeps, migrates and preempts jobs as the result says.
+
+A job's iteration time on GPU set ``S`` is ``base_iter_time x cost(S)``, where ``cost`` is
+:func:`palopt.cost.job_cost` over the *charged* profile (compat mode: the raw measured slowdown,
+while placement ranks by the binned one). In compat mode a job completes at the end of the round
+in which its iterations are done and preemption and migration are free; the realistic options
+(:class:`SimConfig`) change that.
+
+The loop is a library: build a :class:`Simulator`, then call :meth:`Simulator.step` round by
+round (a scheduler under study may inspect :attr:`Simulator.jobs` in between) or
+:meth:`Simulator.run`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time as _time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from palopt.cost import assert_feasible, job_cost
+from palopt.errors import InputError, PaloptError
+from palopt.instance import Instance, Job, penalty_matrix
+from palopt.result import PlacementResult
+from palopt.sim.policies import SchedulingPolicy, get_policy
+from palopt.sim.profile import ClusterProfile
+from palopt.sim.trace import TraceJob, extra_jobs
+from palopt.solvers import get_solver
+from palopt.solvers.base import Solver
+from palopt.topology import Topology
+
+__all__ = ["SimConfig", "JobTable", "RoundRecord", "SimResult", "Simulator", "SimulationStalled",
+           "simulate"]
+
+log = logging.getLogger(__name__)
+
+WAITING, RUNNING, DONE = 1, 2, 3
+
+
+class SimulationStalled(PaloptError):
+    """The simulation made no progress for too long (a job that can never be placed)."""
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """Simulation settings. The defaults are the artifact's model (compat mode).
+
+    Parameters
+    ----------
+    round_s : float
+        Round length in seconds.
+    penalties : float or mapping
+        Locality penalties (see :func:`palopt.instance.penalty_matrix`): a number ``P`` is the
+        artifact's model (1.0 within a server, ``P`` beyond); a mapping gives per-tier and
+        per-class values. The same penalties feed placement and the charged cost.
+    completion : {"round", "exact"}
+        ``round``: a job completes at the end of the round in which it finishes (compat).
+        ``exact``: at the exact moment within the round (its GPUs are freed at the next round).
+    restart_cost_s : float
+        Seconds of a round lost by a job that resumes after a preemption or migrates.
+    backfill : bool
+        After placement, let later waiting jobs use GPUs a blocked job could not use.
+    extra_jobs : bool
+        Compat: feed untracked jobs after the trace (the trace repeated, Poisson arrivals at
+        ``extra_rate`` jobs per hour), as the artifact does. Results count tracked jobs only.
+    extra_rate : float
+    extra_seed : int
+    time_limit : float, optional
+        Per-round time limit passed to the solver (exact solvers).
+    seed : int
+        Base seed of randomised solvers (round ``k`` uses ``seed + k``).
+    shortcuts : bool
+        Pure speed-ups that leave results unchanged: skip the solver in a round whose input
+        equals the previous round's after a decision that changed nothing; fast-forward such
+        rounds under a static policy (FIFO) to the next arrival or completion; pass the
+        non-sticky heuristics only the queue up to the job after their window.
+    check : bool
+        Check every placement with :func:`palopt.cost.assert_feasible`.
+    max_idle_rounds : int
+        Raise :class:`SimulationStalled` after this many rounds with waiting jobs and nothing
+        running and no arrival to come.
+    """
+
+    round_s: float = 360.0
+    penalties: float | Mapping[str, Any] = 1.7
+    completion: str = "round"
+    restart_cost_s: float = 0.0
+    backfill: bool = False
+    extra_jobs: bool = False
+    extra_rate: float = 2.0
+    extra_seed: int = 1
+    time_limit: float | None = None
+    seed: int = 0
+    shortcuts: bool = True
+    check: bool = False
+    max_idle_rounds: int = 10
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.round_s) and self.round_s > 0):
+            raise InputError("round", self.round_s, "must be a positive number of seconds")
+        if self.completion not in ("round", "exact"):
+            raise InputError("completion", self.completion, "must be 'round' or 'exact'")
+        if not (math.isfinite(self.restart_cost_s) and self.restart_cost_s >= 0):
+            raise InputError("restart_cost", self.restart_cost_s, "must be >= 0 seconds")
+        if self.extra_rate <= 0:
+            raise InputError("extra_rate", self.extra_rate, "must be positive")
+
+
+class JobTable:
+    """Per-job state as numpy arrays, indexed by job number (admission order = trace order).
+
+    Attributes (arrays of length ``n``)
+    ----------------------------------
+    submit, iters_total, base, num_gpus, cls, tracked : static job data
+    status : 0 not arrived, 1 waiting, 2 running, 3 done
+    iters_done : iterations completed
+    attained_s, attained_gpu_s : seconds and GPU-seconds run
+    waited_s : seconds spent waiting after admission
+    first_start, finish : times (NaN until known)
+    cost : charged cost (slowdown x penalty) on the current GPUs (NaN when not running)
+    preemptions, migrations : counts
+    gpus : list of tuple of int, the current GPUs of each job
+    """
+
+    def __init__(self, jobs: Sequence[TraceJob], class_index: Mapping[str, int]) -> None:
+        self.jobs: list[TraceJob] = []
+        n = 0
+        self.submit = np.zeros(n)
+        self.iters_total = np.zeros(n)
+        self.base = np.zeros(n)
+        self.num_gpus = np.zeros(n, dtype=np.int64)
+        self.cls = np.zeros(n, dtype=np.int64)
+        self.tracked = np.zeros(n, dtype=bool)
+        self.status = np.zeros(n, dtype=np.int64)
+        self.iters_done = np.zeros(n)
+        self.attained_s = np.zeros(n)
+        self.attained_gpu_s = np.zeros(n)
+        self.waited_s = np.zeros(n)
+        self.first_start = np.zeros(n)
+        self.finish = np.zeros(n)
+        self.cost = np.zeros(n)
+        self.lost_s = np.zeros(n)
+        self.preemptions = np.zeros(n, dtype=np.int64)
+        self.migrations = np.zeros(n, dtype=np.int64)
+        self.gpus: list[tuple[int, ...]] = []
+        self._class_index = class_index
+        self.extend(jobs)
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+    def extend(self, jobs: Sequence[TraceJob]) -> None:
+        """Append jobs (not arrived yet)."""
+        for i, j in enumerate(jobs):
+            if j.job_class not in self._class_index:
+                raise InputError(f"trace[{len(self.jobs) + i}].class", j.job_class,
+                                 f"no profile for this class; known: "
+                                 f"{', '.join(self._class_index)}")
+        k = len(jobs)
+        self.jobs.extend(jobs)
+        self.submit = np.append(self.submit, [j.submit_time for j in jobs])
+        self.iters_total = np.append(self.iters_total, [j.iterations for j in jobs])
+        self.base = np.append(self.base, [j.base_iter_time for j in jobs])
+        self.num_gpus = np.append(self.num_gpus, np.array([j.num_gpus for j in jobs], np.int64))
+        self.cls = np.append(self.cls, np.array([self._class_index[j.job_class] for j in jobs],
+                                                np.int64))
+        self.tracked = np.append(self.tracked, np.array([j.tracked for j in jobs], bool))
+        for name in ("status", "preemptions", "migrations"):
+            setattr(self, name, np.append(getattr(self, name), np.zeros(k, np.int64)))
+        for name in ("iters_done", "attained_s", "attained_gpu_s", "waited_s", "lost_s"):
+            setattr(self, name, np.append(getattr(self, name), np.zeros(k)))
+        for name in ("first_start", "finish", "cost"):
+            setattr(self, name, np.append(getattr(self, name), np.full(k, np.nan)))
+        self.gpus.extend(() for _ in range(k))
+
+
+@dataclass(frozen=True)
+class RoundRecord:
+    """The cluster state after one round's placement."""
+
+    round: int
+    time: float
+    busy_gpus: int
+    running: int
+    waiting: int
+    arrived: int
+    started: int
+    completed: int
+    preempted: int
+    migrated: int
+    solved: bool
+    solve_time: float
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """A finished simulation: the job table, the per-round records and the settings."""
+
+    jobs: JobTable
+    rounds: tuple[RoundRecord, ...]
+    n_gpus: int
+    solver: str
+    policy: str
+    config: SimConfig
+    wall_time: float
+    meta: dict[str, Any] = field(default_factory=dict)
+
+
+class Simulator:
+    """Round-based simulation of a job trace on a cluster.
+
+    Parameters
+    ----------
+    topology : Topology
+    profile : ClusterProfile
+        ``rank`` feeds the placement instance, ``charge`` the simulated iteration times.
+    trace : sequence of TraceJob
+        Admitted in submit-time order (ties keep the given order).
+    solver : str or Solver
+        A registry name (see ``palopt solvers``) or a solver object.
+    policy : str or SchedulingPolicy
+        ``fifo``, ``las``, ``srtf``, ``tiresias`` or a policy object.
+    config : SimConfig, optional
+
+    Raises
+    ------
+    InputError
+        For a job larger than the cluster, a class without profile, or bad settings.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.sim.profile import ClusterProfile
+    >>> from palopt.sim.trace import TraceJob
+    >>> topo = build_cluster(1, 1, 2)
+    >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+    >>> sim = Simulator(topo, prof, [TraceJob("j", 2, 0.0, 100.0, "m", "A", 1.0)], "pal", "fifo",
+    ...                 SimConfig(round_s=60))
+    >>> res = sim.run()
+    >>> float(res.jobs.finish[0])
+    120.0
+    """
+
+    def __init__(self, topology: Topology, profile: ClusterProfile, trace: Sequence[TraceJob],
+                 solver: str | Solver = "pal", policy: str | SchedulingPolicy = "fifo",
+                 config: SimConfig | None = None) -> None:
+        self.config = config or SimConfig()
+        cfg = self.config
+        self.topology = topology
+        self.profile = profile
+        n = topology.n_gpus
+        if profile.rank.shape != (len(profile.classes), n):
+            raise InputError("profile", profile.rank.shape,
+                             f"expected {len(profile.classes)} classes x {n} GPUs")
+        self.solver_name = solver if isinstance(solver, str) else getattr(solver, "name", "solver")
+        self.solver: Solver = get_solver(solver) if isinstance(solver, str) else solver
+        self.policy = get_policy(policy)
+        sticky = getattr(self.solver, "sticky", None)
+        # A round whose input equals the last one's, after a decision that changed nothing,
+        # gets the same decision again: true of deterministic solvers, and of the random sticky
+        # frame too (its chooser draws only when a job fits, which would have changed something).
+        self.reusable = not self.solver_name.startswith("random") or sticky is True
+        # The non-sticky heuristics stop at the first job that does not fit and the jobs past
+        # the window (the longest prefix that fits the cluster) never fit: pass them no further.
+        self._cut_window = sticky is False and not cfg.backfill and cfg.shortcuts
+        self.penalty = penalty_matrix(topology, profile.classes, cfg.penalties)
+        self.class_index = {c: i for i, c in enumerate(profile.classes)}
+        # The charged cost uses the one cost definition over the charged profile.
+        self._charge_instance = Instance(topology, profile.classes, profile.charge,
+                                         self.penalty, ())
+        self._base_instance = Instance(topology, profile.classes, profile.rank, self.penalty, ())
+        self.trace = tuple(sorted(trace, key=lambda j: j.submit_time))  # stable
+        for i, j in enumerate(self.trace):
+            if j.num_gpus > n:
+                raise InputError(f"trace[{i}].num_gpus", j.num_gpus,
+                                 f"exceeds the cluster's {n} GPUs")
+        self.jobs = JobTable(self.trace, self.class_index)
+        self._n_extra = 0
+        self.time = 0.0
+        self.round = 0
+        self._next_arrival = 0  # index of the next job to admit
+        self.active: list[int] = []  # admitted, not done, admission order
+        self._job_obj: dict[int, Job] = {}
+        self._last_order: tuple[int, ...] | None = None
+        self._dirty = True
+        self._idle_rounds = 0
+        self.rounds: list[RoundRecord] = []
+        self._started = _time.perf_counter()
+        self._tracked_left = int(self.jobs.tracked.sum())
+        if cfg.extra_jobs:
+            self._add_extra()
+
+    # -- helpers -----------------------------------------------------------------------
+    def _add_extra(self) -> None:
+        count = self._n_extra + max(len(self.trace), 1)
+        new = extra_jobs(self.trace, count, self.config.extra_rate, self.config.extra_seed)
+        self.jobs.extend(new[self._n_extra:])
+        self._n_extra = count
+
+    def _job(self, j: int) -> Job:
+        job = self._job_obj.get(j)
+        if job is None:
+            t = self.jobs.jobs[j]
+            job = Job(t.id, t.num_gpus, t.job_class, current_gpus=self.jobs.gpus[j])
+            self._job_obj[j] = job
+        return job
+
+    @property
+    def finished(self) -> bool:
+        """Whether every tracked job has completed."""
+        return self._tracked_left == 0
+
+    # -- one round -----------------------------------------------------------------------
+    def _account_progress(self) -> int:
+        """Progress of the last round; returns the number of completed jobs."""
+        jt, R = self.jobs, self.config.round_s
+        run = np.flatnonzero(jt.status == RUNNING)
+        waiting = np.flatnonzero(jt.status == WAITING)
+        jt.waited_s[waiting] += R
+        if len(run) == 0:
+            return 0
+        iter_time = jt.cost[run] * jt.base[run]
+        usable = np.maximum(R - jt.lost_s[run], 0.0)
+        jt.lost_s[run] = 0.0
+        before = jt.iters_done[run]
+        jt.iters_done[run] = before + usable / iter_time
+        jt.attained_s[run] += R
+        jt.attained_gpu_s[run] += R * jt.num_gpus[run]
+        done = run[jt.iters_done[run] >= jt.iters_total[run]]
+        if len(done) == 0:
+            return 0
+        if self.config.completion == "exact":
+            k = np.isin(run, done)
+            left = (jt.iters_total[run] - before)[k]
+            jt.finish[done] = self.time - R + (R - usable[k]) + left * iter_time[k]
+        else:
+            jt.finish[done] = self.time
+        jt.status[done] = DONE
+        for j in done.tolist():
+            jt.gpus[j] = ()
+            self._job_obj.pop(j, None)
+        jt.cost[done] = np.nan
+        self._tracked_left -= int(jt.tracked[done].sum())
+        done_set = set(done.tolist())
+        self.active = [j for j in self.active if j not in done_set]
+        return len(done)
+
+    def _admit(self) -> int:
+        jt = self.jobs
+        start = self._next_arrival
+        while True:
+            if self._next_arrival == len(jt) and self.config.extra_jobs and not self.finished:
+                self._add_extra()
+            if self._next_arrival < len(jt) and jt.submit[self._next_arrival] <= self.time:
+                self._next_arrival += 1
+            else:
+                break
+        new = list(range(start, self._next_arrival))
+        jt.status[new] = WAITING
+        self.active.extend(new)
+        return len(new)
+
+    def _solve(self, order: np.ndarray) -> PlacementResult:
+        if self._cut_window:
+            demand = np.cumsum(self.jobs.num_gpus[order])
+            order = order[: int(np.searchsorted(demand, self.topology.n_gpus, side="right")) + 1]
+        queue = tuple(self._job(j) for j in order.tolist())
+        instance = self._base_instance.replace_queue(queue)
+        result = self.solver.solve(instance, time_limit=self.config.time_limit,
+                                   seed=self.config.seed + self.round)
+        if self.config.check:
+            assert_feasible(instance, result.assignment())
+        if self.config.backfill:
+            result = self._backfill(instance, result)
+        return result
+
+    def _backfill(self, instance: Instance, result: PlacementResult) -> PlacementResult:
+        """Place waiting jobs behind a blocked one on the GPUs left free, in queue order."""
+        placements = list(result.placements)
+        used = np.zeros(self.topology.n_gpus, dtype=bool)
+        for p in placements:
+            used[list(p.gpus)] = True
+        pos = {p.job_id: i for i, p in enumerate(placements)}
+        pending = [j for j, p in zip(instance.queue, placements, strict=True)
+                   if not p.placed and not j.is_running]
+        while len(pending) > 1:
+            free = int((~used).sum())
+            pending = [j for j in pending[1:] if j.num_gpus <= free]  # drop the blocked head
+            if not pending:
+                break
+            sub = Instance(instance.topology, instance.classes, instance.slowdown,
+                           instance.penalty, tuple(pending), used)
+            res = self.solver.solve(sub, time_limit=self.config.time_limit,
+                                    seed=self.config.seed + self.round)
+            if self.config.check:
+                assert_feasible(sub, res.assignment())
+            for p in res.placements:
+                if p.placed:
+                    placements[pos[p.job_id]] = p
+                    used[list(p.gpus)] = True
+            pending = [j for j, p in zip(sub.queue, res.placements, strict=True) if not p.placed]
+        return PlacementResult(tuple(placements), result.solver, result.status,
+                               result.objective, sum(p.placed for p in placements),
+                               result.wall_time, result.bound, result.settings)
+
+    def _apply(self, order: np.ndarray, result: PlacementResult) -> tuple[int, int, int]:
+        jt, cfg = self.jobs, self.config
+        owner = np.full(self.topology.n_gpus, -1, dtype=np.int64)
+        started = preempted = migrated = 0
+        changes: list[tuple[int, tuple[int, ...]]] = []
+        decided = len(result.placements)
+        for j in order[decided:].tolist():  # cut off before the solver: not placed
+            if jt.gpus[j]:
+                changes.append((j, ()))
+                preempted += 1
+                jt.preemptions[j] += 1
+        for j, p in zip(order[:decided].tolist(), result.placements, strict=True):
+            if p.job_id != jt.jobs[j].id:
+                raise PaloptError(f"solver {self.solver_name} returned placements out of order")
+            new = tuple(sorted(p.gpus))
+            if new:
+                if len(new) != jt.num_gpus[j] or (owner[list(new)] >= 0).any():
+                    raise PaloptError(f"solver {self.solver_name} gave job {p.job_id} GPUs "
+                                      f"{new}: wrong count or shared with another job")
+                owner[list(new)] = j
+            old = jt.gpus[j]
+            if new == old:
+                continue
+            changes.append((j, new))
+            if not new:
+                preempted += 1
+                jt.preemptions[j] += 1
+            elif old:
+                migrated += 1
+                jt.migrations[j] += 1
+                jt.lost_s[j] = cfg.restart_cost_s
+            else:
+                started += 1
+                if math.isnan(jt.first_start[j]):
+                    jt.first_start[j] = self.time
+                else:
+                    jt.lost_s[j] = cfg.restart_cost_s
+        for j, new in changes:
+            jt.gpus[j] = new
+            self._job_obj.pop(j, None)
+            if new:
+                jt.status[j] = RUNNING
+                jt.cost[j] = job_cost(self._charge_instance, self._job(j), new).cost
+            else:
+                jt.status[j] = WAITING
+                jt.cost[j] = np.nan
+                jt.lost_s[j] = 0.0
+        return started, preempted, migrated
+
+    def step(self) -> RoundRecord:
+        """Run one round: progress, completions, admission, ordering, placement.
+
+        Returns
+        -------
+        RoundRecord
+            The state after this round's placement.
+        """
+        cfg, jt = self.config, self.jobs
+        completed = self._account_progress()
+        arrived = self._admit()
+        order = self.policy.order(np.asarray(self.active, dtype=np.int64), jt)
+        key = tuple(order.tolist())
+        solved, solve_time = False, 0.0
+        started = preempted = migrated = 0
+        if order.size and (self._dirty or completed or arrived or key != self._last_order
+                           or not (cfg.shortcuts and self.reusable)):
+            t0 = _time.perf_counter()
+            result = self._solve(order)
+            solve_time = _time.perf_counter() - t0
+            solved = True
+            started, preempted, migrated = self._apply(order, result)
+            self._dirty = bool(started or preempted or migrated)
+        self._last_order = key
+        running = int((jt.status == RUNNING).sum())
+        waiting = len(self.active) - running
+        record = RoundRecord(self.round, self.time, int(jt.num_gpus[jt.status == RUNNING].sum()),
+                             running, waiting, arrived, started, completed, preempted, migrated,
+                             solved, solve_time)
+        self.rounds.append(record)
+        if running == 0 and waiting and self._next_arrival >= len(jt) and not cfg.extra_jobs:
+            self._idle_rounds += 1
+            if self._idle_rounds > cfg.max_idle_rounds:
+                raise SimulationStalled(
+                    f"no job can be placed for {cfg.max_idle_rounds} rounds at t={self.time:g}s "
+                    f"({waiting} waiting, solver {self.solver_name})")
+        else:
+            self._idle_rounds = 0
+        self.round += 1
+        self.time += cfg.round_s
+        if not self.active and not self.finished:
+            self._skip_to_next_arrival()
+        return record
+
+    def _fast_forward(self) -> None:
+        """Skip rounds in which provably nothing happens but progress.
+
+        Applies after a round whose decision changed nothing, with a reusable solver and a
+        static policy: until the next arrival or the earliest completion every round would
+        reuse the decision. Progress is still added round by round (the same floating-point
+        sums as :meth:`step`), and each skipped round gets its record.
+        """
+        cfg, jt, R = self.config, self.jobs, self.config.round_s
+        if (self._dirty or not cfg.shortcuts or not self.reusable or not self.rounds
+                or not getattr(self.policy, "static", False) or not self.active):
+            return
+        run = np.flatnonzero(jt.status == RUNNING)
+        if len(run) == 0 or jt.lost_s[run].any():
+            return
+        if self._next_arrival == len(jt) and cfg.extra_jobs and not self.finished:
+            self._add_extra()
+        skip = np.inf
+        if self._next_arrival < len(jt):
+            skip = (math.ceil(jt.submit[self._next_arrival] / R) * R - self.time) / R
+        inc = R / (jt.cost[run] * jt.base[run])
+        rounds_left = np.ceil((jt.iters_total[run] - jt.iters_done[run]) / inc)
+        skip = int(min(skip, rounds_left.min() - 2))
+        if skip <= 0:
+            return
+        done = jt.iters_done[run]
+        for _ in range(skip):
+            done = done + inc
+        jt.iters_done[run] = done
+        jt.attained_s[run] += R * skip
+        jt.attained_gpu_s[run] += R * skip * jt.num_gpus[run]
+        jt.waited_s[jt.status == WAITING] += R * skip
+        last = self.rounds[-1]
+        for k in range(skip):
+            self.rounds.append(RoundRecord(self.round + k, self.time + k * R, last.busy_gpus,
+                                           last.running, last.waiting, 0, 0, 0, 0, 0, False, 0.0))
+        self.round += skip
+        self.time += skip * R
+
+    def _skip_to_next_arrival(self) -> None:
+        """Jump over empty rounds (nothing running or waiting) to the next arrival's round."""
+        jt, R = self.jobs, self.config.round_s
+        if self._next_arrival >= len(jt):
+            return
+        target = math.ceil(jt.submit[self._next_arrival] / R) * R
+        if target > self.time:
+            skipped = int(round((target - self.time) / R))
+            self.round += skipped
+            self.time = target
+
+    def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
+        """Step until every tracked job has completed.
+
+        Parameters
+        ----------
+        progress : callable, optional
+            Called with the number of tracked jobs completed after each round.
+        """
+        while not self.finished:
+            self.step()
+            self._fast_forward()
+            if progress is not None:
+                progress(int((self.jobs.tracked & (self.jobs.status == DONE)).sum()))
+        return self.result()
+
+    def result(self) -> SimResult:
+        """The simulation so far as a :class:`SimResult`."""
+        return SimResult(self.jobs, tuple(self.rounds), self.topology.n_gpus, self.solver_name,
+                         self.policy.name, self.config, _time.perf_counter() - self._started)
+
+
+def simulate(topology: Topology, profile: ClusterProfile, trace: Sequence[TraceJob],
+             solver: str | Solver = "pal", policy: str | SchedulingPolicy = "fifo",
+             config: SimConfig | None = None) -> SimResult:
+    """Run a whole simulation (see :class:`Simulator`).
+
+    Returns
+    -------
+    SimResult
+    """
+    return Simulator(topology, profile, trace, solver, policy, config).run()

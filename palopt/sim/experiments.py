@@ -1,0 +1,250 @@
+"""The PAL paper's simulation experiments (Fig 10, 12, 13) as sweeps over simulations.
+
+:func:`simulate_cell` runs one simulation from a flat parameter dict, so it is a cell function
+for :mod:`palopt.sweep` (grid files, resumable results, process pool or Ray). The ``fig*_sweep``
+functions build the paper's grids; :func:`improvement_table` turns the results into the
+paper-style table: average JCT per workload and placement, and the geomean improvement over a
+baseline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from palopt.errors import InputError
+from palopt.sim.engine import SimConfig, simulate
+from palopt.sim.metrics import summary
+from palopt.sim.profile import ClusterProfile, load_profile
+from palopt.sim.trace import (
+    SYNERGY_GPU_COUNTS,
+    TraceJob,
+    gpu_count_distribution,
+    load_trace,
+    synthetic_trace,
+)
+from palopt.sweep import SweepSpec
+from palopt.topology import Topology, build_cluster, parse_shape
+
+__all__ = [
+    "FIG10_PLACEMENTS",
+    "CELL_KEYS",
+    "simulate_cell",
+    "fig10_sweep",
+    "fig12_sweep",
+    "fig13_sweep",
+    "improvement_table",
+    "format_tables",
+    "plot_normalised",
+]
+
+FIG10_PLACEMENTS = ("packed-sticky", "packed-nonsticky", "random-sticky", "random-nonsticky",
+                    "pmfirst", "pal")
+BASELINES = ("packed-sticky", "packed-nonsticky")
+
+#: Parameters of :func:`simulate_cell` and their defaults (the artifact's Sia-Philly setting).
+CELL_KEYS: Mapping[str, Any] = {
+    "data": None,  # the pal-artifact directory (profile, traces)
+    "trace": None,  # a trace CSV; or
+    "workload": None,  # a Sia-Philly workload number (1-8) in data/traces; or
+    "load": None,  # jobs per hour of a synthetic Fig 13 trace
+    "n_jobs": 200,  # tracked jobs of the synthetic trace (as many before and after, untracked)
+    "gpu_dist": "synergy",  # synthetic GPU counts: "synergy" or "traces"
+    "profile": None,  # profile CSV (default: data/sim-64gpu-cluster.csv)
+    "cluster": "16x4",
+    "placement": "pal",
+    "scheduler": "fifo",
+    "locality_penalty": 1.7,
+    "round": 360.0,
+    "seed": 0,  # solver seed; also the synthetic trace's and the tiled profile's
+    "completion": "round",
+    "restart_cost": 0.0,
+    "backfill": False,
+    "extra_jobs": False,
+    "fixed_charge": False,
+}
+
+
+@lru_cache(maxsize=8)
+def _cluster(profile: str, shape: str, seed: int) -> tuple[Topology, ClusterProfile]:
+    topo = parse_shape(shape)
+    per_server = int(topo.server_sizes[0])
+    rows = len(pd.read_csv(profile))
+    if rows >= topo.n_gpus or rows % per_server:
+        return topo, load_profile(profile, topo)
+    base = load_profile(profile, build_cluster(1, rows // per_server, per_server))
+    return topo, base.tiled(topo.n_gpus, per_server, seed)
+
+
+@lru_cache(maxsize=16)
+def _trace(path: str) -> tuple[TraceJob, ...]:
+    return load_trace(path)
+
+
+def _cell_trace(cell: Mapping[str, Any], data: Path | None, n_gpus: int
+                ) -> tuple[TraceJob, ...]:
+    if cell["trace"] is not None:
+        return _trace(str(cell["trace"]))
+    if data is None:
+        raise InputError("data", None, "needed for 'workload' or 'load' cells")
+    if cell["workload"] is not None:
+        return _trace(str(data / "traces" / f"sia-philly-workload-{int(cell['workload'])}.csv"))
+    if cell["load"] is None:
+        raise InputError("trace", None, "a cell needs 'trace', 'workload' or 'load'")
+    if cell["gpu_dist"] == "traces":
+        sizes, probs = gpu_count_distribution(
+            [_trace(str(data / "traces" / f"sia-philly-workload-{w}.csv")) for w in range(1, 9)])
+    elif cell["gpu_dist"] == "synergy":
+        sizes, probs = SYNERGY_GPU_COUNTS
+    else:
+        raise InputError("gpu_dist", cell["gpu_dist"], "must be 'synergy' or 'traces'")
+    n = int(cell["n_jobs"])
+    return synthetic_trace(3 * n, float(cell["load"]), int(cell["seed"]), sizes, probs,
+                           max_gpus=n_gpus, tracked=(n, 2 * n))
+
+
+def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one simulation described by a flat dict (see :data:`CELL_KEYS`); return its summary.
+
+    A cell function for :func:`palopt.sweep.run_sweep`. A profile smaller than the cluster is
+    tiled with whole servers drawn with replacement (seeded by ``seed``).
+
+    Raises
+    ------
+    InputError
+        For an unknown key or a bad value.
+    """
+    unknown = sorted(set(params) - set(CELL_KEYS))
+    if unknown:
+        raise InputError(f"cell.{unknown[0]}", params[unknown[0]],
+                         f"unknown parameter; known: {', '.join(CELL_KEYS)}")
+    cell = {**CELL_KEYS, **params}
+    data = Path(cell["data"]) if cell["data"] is not None else None
+    if cell["profile"] is None and data is None:
+        raise InputError("profile", None, "give 'profile' or 'data'")
+    profile_path = str(cell["profile"] or data / "sim-64gpu-cluster.csv")  # type: ignore[operator]
+    topo, profile = _cluster(profile_path, str(cell["cluster"]), int(cell["seed"]))
+    if cell["fixed_charge"]:
+        profile = profile.fixed()
+    config = SimConfig(round_s=float(cell["round"]), penalties=cell["locality_penalty"],
+                       completion=str(cell["completion"]),
+                       restart_cost_s=float(cell["restart_cost"]), backfill=bool(cell["backfill"]),
+                       extra_jobs=bool(cell["extra_jobs"]), seed=int(cell["seed"]))
+    res = simulate(topo, profile, _cell_trace(cell, data, topo.n_gpus), str(cell["placement"]),
+                   str(cell["scheduler"]), config)
+    out = summary(res)
+    out.pop("solver")
+    out.pop("policy")
+    return out
+
+
+def fig10_sweep(data: str | Path, out: Path, workloads: Iterable[int] = range(1, 9),
+                placements: Sequence[str] = FIG10_PLACEMENTS,
+                **options: Any) -> SweepSpec:
+    """Fig 10: Sia-Philly workloads, FIFO, P = 1.7, 64 GPUs, R = 360 s (``options``: other
+    :data:`CELL_KEYS`, e.g. the realistic-model settings)."""
+    return SweepSpec({"workload": tuple(workloads), "placement": tuple(placements)},
+                     {"data": str(data), **options}, out)
+
+
+def fig12_sweep(data: str | Path, out: Path,
+                penalties: Sequence[float] = (1.0, 1.5, 2.0, 2.5, 3.0),
+                placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst",
+                                             "pal"),
+                **options: Any) -> SweepSpec:
+    """Fig 12: workload 6 with the locality penalty swept (placement and charge alike)."""
+    return SweepSpec({"locality_penalty": tuple(float(p) for p in penalties),
+                      "placement": tuple(placements)},
+                     {"data": str(data), "workload": 6, **options}, out)
+
+
+def fig13_sweep(data: str | Path, out: Path, loads: Sequence[float] = (8.0, 10.0, 12.0, 14.0),
+                schedulers: Sequence[str] = ("fifo", "las", "srtf"),
+                placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst",
+                                             "pal"),
+                seeds: Sequence[int] = (0,), **options: Any) -> SweepSpec:
+    """Fig 13/15/16: 256 GPUs (64 x 4), synthetic class-A trace, R = 300 s, P = 1.7."""
+    return SweepSpec({"scheduler": tuple(schedulers), "load": tuple(float(x) for x in loads),
+                      "seed": tuple(seeds), "placement": tuple(placements)},
+                     {"data": str(data), "cluster": "64x4", "round": 300.0, **options}, out)
+
+
+def improvement_table(rows: Sequence[dict[str, Any]], by: str,
+                      baselines: Sequence[str] = BASELINES) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Average JCT per ``by`` value and placement, and improvements over each baseline.
+
+    Returns
+    -------
+    jct : DataFrame
+        Rows: ``by`` values; columns: placements; values: average JCT (hours).
+    gains : DataFrame
+        One row per (baseline, placement): geomean, min and max improvement over the baseline,
+        where improvement = ``1 - jct / jct_baseline`` and the geomean improvement is
+        ``1 - geomean(jct / jct_baseline)`` (the artifact's normalisation).
+    """
+    df = pd.DataFrame(rows)
+    jct = df.pivot_table(index=by, columns="placement", values="avg_jct_h", aggfunc="mean")
+    out = []
+    for base in baselines:
+        if base not in jct.columns:
+            continue
+        norm = jct.div(jct[base], axis=0)
+        for p in jct.columns:
+            if p == base:
+                continue
+            ratio = norm[p].to_numpy(dtype=np.float64)
+            out.append({"baseline": base, "placement": p,
+                        "geomean_gain": 1.0 - float(np.exp(np.log(ratio).mean())),
+                        "min_gain": 1.0 - float(ratio.max()),
+                        "max_gain": 1.0 - float(ratio.min())})
+    return jct, pd.DataFrame(out)
+
+
+def format_tables(jct: pd.DataFrame, gains: pd.DataFrame, by: str) -> str:
+    """The paper-style text table: average JCTs, the improvement over each baseline per
+    ``by`` value, and its geomean, min and max."""
+    lines = [f"Average JCT (hours) by {by}", jct.to_string(float_format=lambda v: f"{v:.3f}"), ""]
+    for base in gains["baseline"].unique():
+        gain = 1.0 - jct.drop(columns=base).div(jct[base], axis=0)
+        lines += [f"Improvement over {base} by {by} (1 - JCT / JCT_{base})",
+                  gain.to_string(float_format=lambda v: f"{100 * v:.1f}%"), ""]
+    for base, part in gains.groupby("baseline", sort=False):
+        lines.append(f"Improvement over {base}: geomean (min .. max)")
+        for _, r in part.iterrows():
+            lines.append(f"  {r['placement']:<18} {100 * r['geomean_gain']:6.1f}%  "
+                         f"({100 * r['min_gain']:.1f}% .. {100 * r['max_gain']:.1f}%)")
+    return "\n".join(lines)
+
+
+def plot_normalised(jct: pd.DataFrame, base: str, path: Path, title: str) -> Path:
+    """Bar chart of average JCT normalised to ``base`` per ``by`` value, with the geomean."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    if base not in jct.columns:
+        raise InputError("baseline", base, "not among the placements run")
+    norm = jct.div(jct[base], axis=0)
+    geo = np.exp(np.log(norm).mean())
+    norm.loc["geomean"] = geo
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.9 * len(norm) + 2), 3.5))
+    width = 0.8 / len(norm.columns)
+    x = np.arange(len(norm))
+    for k, col in enumerate(norm.columns):
+        ax.bar(x + (k - (len(norm.columns) - 1) / 2) * width, norm[col], width, label=col)
+    ax.set_xticks(x, [str(i) for i in norm.index])
+    ax.axhline(1.0, color="grey", lw=0.8)
+    ax.set_ylabel(f"avg JCT / {base}")
+    ax.set_title(title)
+    ax.legend(fontsize=7, ncol=3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+

@@ -1,0 +1,150 @@
+"""Metrics of a finished simulation: the summary, per-job and per-round tables, and plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from palopt.sim.engine import DONE, SimResult
+
+__all__ = ["summary", "job_table", "round_table", "write_outputs", "format_summary", "plot_run"]
+
+
+def _tracked_done(res: SimResult) -> np.ndarray:
+    jt = res.jobs
+    return np.flatnonzero(jt.tracked & (jt.status == DONE))
+
+
+def summary(res: SimResult) -> dict[str, Any]:
+    """Summary of the tracked jobs.
+
+    Returns
+    -------
+    dict
+        ``jobs``, ``avg_jct_h``, ``median_jct_h``, ``p99_jct_h`` (hours), ``makespan_h`` (first
+        submit to last completion), ``gpu_utilisation`` (busy GPU-rounds / GPU-rounds up to the
+        last completion), ``avg_queueing_delay_h`` (submit to first start), ``preemptions``,
+        ``migrations``, ``rounds``, ``solver``, ``policy``, ``wall_time_s``.
+    """
+    jt = res.jobs
+    idx = _tracked_done(res)
+    jct = (jt.finish[idx] - jt.submit[idx]) / 3600.0
+    delay = (jt.first_start[idx] - jt.submit[idx]) / 3600.0
+    end = float(jt.finish[idx].max()) if len(idx) else 0.0
+    start = float(jt.submit[idx].min()) if len(idx) else 0.0
+    busy = np.array([r.busy_gpus for r in res.rounds if r.time < end], dtype=np.float64)
+    n_rounds = end / res.config.round_s if end > 0 else 0.0
+    util = float(busy.sum() / (res.n_gpus * n_rounds)) if n_rounds else 0.0
+    return {
+        "solver": res.solver,
+        "policy": res.policy,
+        "jobs": len(idx),
+        "avg_jct_h": float(jct.mean()) if len(idx) else float("nan"),
+        "median_jct_h": float(np.median(jct)) if len(idx) else float("nan"),
+        "p99_jct_h": float(np.percentile(jct, 99)) if len(idx) else float("nan"),
+        "makespan_h": (end - start) / 3600.0,
+        "gpu_utilisation": util,
+        "avg_queueing_delay_h": float(delay.mean()) if len(idx) else float("nan"),
+        "preemptions": int(jt.preemptions[jt.tracked].sum()),
+        "migrations": int(jt.migrations[jt.tracked].sum()),
+        "rounds": len(res.rounds),
+        "round_s": res.config.round_s,
+        "wall_time_s": res.wall_time,
+    }
+
+
+def job_table(res: SimResult) -> pd.DataFrame:
+    """One row per job that arrived (extra jobs included, marked ``tracked=False``)."""
+    jt = res.jobs
+    return pd.DataFrame({
+        "job_id": [j.id for j in jt.jobs],
+        "model": [j.model for j in jt.jobs],
+        "class": [j.job_class for j in jt.jobs],
+        "num_gpus": jt.num_gpus,
+        "tracked": jt.tracked,
+        "submit_s": jt.submit,
+        "first_start_s": jt.first_start,
+        "finish_s": jt.finish,
+        "jct_s": jt.finish - jt.submit,
+        "queueing_delay_s": jt.first_start - jt.submit,
+        "iterations": jt.iters_total,
+        "iterations_done": np.minimum(jt.iters_done, jt.iters_total),
+        "attained_s": jt.attained_s,
+        "preemptions": jt.preemptions,
+        "migrations": jt.migrations,
+    })[jt.status > 0].reset_index(drop=True)
+
+
+def round_table(res: SimResult) -> pd.DataFrame:
+    """One row per simulated round."""
+    return pd.DataFrame([r.__dict__ for r in res.rounds])
+
+
+def format_summary(s: dict[str, Any]) -> str:
+    """The summary as aligned text lines."""
+    return "\n".join([
+        f"placement {s['solver']}, scheduler {s['policy']}: {s['jobs']} tracked jobs, "
+        f"{s['rounds']} rounds of {s['round_s']:g} s, simulated in {s['wall_time_s']:.2f} s",
+        f"  JCT (h): avg {s['avg_jct_h']:.3f}  median {s['median_jct_h']:.3f}  "
+        f"p99 {s['p99_jct_h']:.3f}",
+        f"  makespan {s['makespan_h']:.2f} h, GPU utilisation {100 * s['gpu_utilisation']:.1f}%, "
+        f"avg queueing delay {s['avg_queueing_delay_h']:.3f} h",
+        f"  preemptions {s['preemptions']}, migrations {s['migrations']}",
+    ])
+
+
+def plot_run(res: SimResult, out_dir: Path) -> list[Path]:
+    """JCT CDF and busy GPUs over time, as PNG files in ``out_dir``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    jt = res.jobs
+    idx = _tracked_done(res)
+    jct = np.sort((jt.finish[idx] - jt.submit[idx]) / 3600.0)
+    paths = []
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    ax.step(jct, np.arange(1, len(jct) + 1) / max(len(jct), 1), where="post")
+    ax.set_xlabel("JCT (hours)")
+    ax.set_ylabel("fraction of jobs")
+    ax.set_title(f"JCT CDF: {res.solver}, {res.policy}")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    paths.append(out_dir / "jct_cdf.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    t = np.array([r.time for r in res.rounds]) / 3600.0
+    ax.step(t, [r.busy_gpus for r in res.rounds], where="post", label="busy GPUs")
+    ax.axhline(res.n_gpus, color="grey", ls="--", lw=0.8, label="cluster")
+    ax.set_xlabel("time (hours)")
+    ax.set_ylabel("GPUs")
+    ax.set_title("busy GPUs over time")
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    paths.append(out_dir / "busy_gpus.png")
+    fig.savefig(paths[-1], dpi=120)
+    plt.close(fig)
+    return paths
+
+
+def write_outputs(res: SimResult, out_dir: str | Path, plots: bool = True,
+                  meta: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Write ``jobs.csv``, ``rounds.csv``, ``summary.json`` and the plots; return the summary."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    s = summary(res)
+    if meta:
+        s["settings"] = meta
+    job_table(res).to_csv(out / "jobs.csv", index=False)
+    round_table(res).to_csv(out / "rounds.csv", index=False)
+    (out / "summary.json").write_text(json.dumps(s, indent=1) + "\n", encoding="utf-8")
+    if plots:
+        plot_run(res, out)
+    return s

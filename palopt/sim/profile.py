@@ -1,0 +1,116 @@
+"""Per-GPU slowdown profiles for simulation: what placement ranks by, and what the simulator
+charges.
+
+The artifact's simulator ranks with binned levels (``sf_classX`` in the shared
+``sim-64gpu-cluster.csv``) but charges the raw measured slowdown (``PerfVar_classX``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from palopt.errors import InputError
+from palopt.topology import Topology
+
+__all__ = ["ClusterProfile", "load_profile", "correlated_profile"]
+
+
+@dataclass(frozen=True, eq=False)
+class ClusterProfile:
+    """Slowdowns of every GPU for every class.
+
+    Attributes
+    ----------
+    classes : tuple of str
+    rank : numpy.ndarray
+        ``rank[c, g]``: the slowdown placement ranks by (the instance's ``slowdown``).
+    charge : numpy.ndarray
+        ``charge[c, g]``: the slowdown the simulator charges (compat mode: the raw value).
+    """
+
+    classes: tuple[str, ...]
+    rank: np.ndarray
+    charge: np.ndarray
+
+    def fixed(self) -> ClusterProfile:
+        """The profile whose charged slowdown is the ranked one (the "fixed" model)."""
+        return ClusterProfile(self.classes, self.rank, self.rank)
+
+    def tiled(self, n_gpus: int, gpus_per_server: int, seed: int) -> ClusterProfile:
+        """A profile for ``n_gpus`` GPUs made of this profile's servers drawn with replacement.
+
+        Whole servers are drawn (seeded), so values stay correlated within a server and
+        across classes as measured.
+        """
+        n = self.rank.shape[1]
+        if n % gpus_per_server or n_gpus % gpus_per_server:
+            raise InputError("profile", (n, n_gpus),
+                             f"GPU counts must be multiples of {gpus_per_server}")
+        rng = np.random.default_rng(seed)
+        servers = rng.integers(0, n // gpus_per_server, n_gpus // gpus_per_server)
+        idx = (servers[:, None] * gpus_per_server + np.arange(gpus_per_server)).ravel()
+        return ClusterProfile(self.classes, self.rank[:, idx], self.charge[:, idx])
+
+
+def load_profile(path: str | Path, topology: Topology) -> ClusterProfile:
+    """Load a cluster profile CSV: one row per GPU (in topology order) with ``PerfVar_<class>``
+    columns (charged) and optionally ``sf_<class>`` columns (ranked; default: the same).
+
+    Raises
+    ------
+    InputError
+        For a wrong number of rows, no ``PerfVar_`` column, or non-positive values.
+    """
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError("profile", str(path), f"not a readable CSV file: {exc}") from None
+    classes = tuple(c[len("PerfVar_"):] for c in df.columns if c.startswith("PerfVar_"))
+    if not classes:
+        raise InputError("profile.columns", list(df.columns), "no PerfVar_<class> column")
+    if len(df) != topology.n_gpus:
+        raise InputError("profile", len(df),
+                         f"has {len(df)} GPU rows, the cluster has {topology.n_gpus} GPUs")
+    if "GPU_ID" in df.columns:
+        df = df.sort_values("GPU_ID", kind="stable")
+    charge = df[[f"PerfVar_{c}" for c in classes]].to_numpy(dtype=np.float64).T
+    rank_cols = [f"sf_{c}" if f"sf_{c}" in df.columns else f"PerfVar_{c}" for c in classes]
+    rank = df[rank_cols].to_numpy(dtype=np.float64).T
+    for name, arr in (("PerfVar", charge), ("sf", rank)):
+        bad = ~np.isfinite(arr) | (arr <= 0)
+        if bad.any():
+            c, g = np.argwhere(bad)[0]
+            raise InputError(f"profile.{name}_{classes[c]}[{g}]", float(arr[c, g]),
+                             "must be a finite positive number")
+    return ClusterProfile(classes, rank, charge)
+
+
+def correlated_profile(n_gpus: int, classes: tuple[str, ...], sigma: float | tuple[float, ...],
+                       rho: float, seed: int) -> ClusterProfile:
+    """A synthetic profile whose per-GPU slowdowns are correlated across classes.
+
+    ``slowdown[c, g] = exp(sigma_c * (rho * z_g + sqrt(1 - rho**2) * e_cg))`` with ``z`` (the
+    GPU's common speed) and ``e`` standard normal: a slow GPU tends to be slow for every
+    class, as real GPUs are. Values are then divided by each class's median.
+
+    Examples
+    --------
+    >>> p = correlated_profile(64, ("A", "B"), 0.05, 1.0, seed=0)
+    >>> bool(np.allclose(np.argsort(p.rank[0]), np.argsort(p.rank[1])))
+    True
+    """
+    if not -1.0 <= rho <= 1.0:
+        raise InputError("rho", rho, "must be in [-1, 1]")
+    sig = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (len(classes),))
+    if (sig < 0).any():
+        raise InputError("sigma", sigma, "must be non-negative")
+    rng = np.random.default_rng(seed)
+    z = rng.standard_normal(n_gpus)
+    e = rng.standard_normal((len(classes), n_gpus))
+    values = np.exp(sig[:, None] * (rho * z + np.sqrt(1.0 - rho * rho) * e))
+    values /= np.median(values, axis=1, keepdims=True)
+    return ClusterProfile(tuple(classes), values, values)

@@ -1,0 +1,215 @@
+"""Job traces: loading the artifact's CSV traces, the compat-mode extra jobs, and the seeded
+synthetic trace of the paper's Fig 13 experiment.
+
+A trace is a tuple of :class:`TraceJob`, sorted by submit time (ties keep file order).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from palopt.errors import InputError
+
+__all__ = [
+    "ARTIFACT_MODELS",
+    "TraceJob",
+    "load_trace",
+    "extra_jobs",
+    "gpu_count_distribution",
+    "synthetic_trace",
+    "SYNERGY_GPU_COUNTS",
+]
+
+#: model -> (workload class, base seconds per iteration on a median GPU), as the artifact's
+#: simulator uses them (see ../shared/data/README.md).
+ARTIFACT_MODELS: Mapping[str, tuple[str, float]] = {
+    "resnet50": ("classA", 0.17540429367763434),
+    "BERT": ("classB", 0.179),
+    "GPT2": ("classB", 3.5714),
+    "DCGAN": ("classB", 0.0469266931),
+    "vgg19": ("classC", 0.300610341),
+    "PointNet": ("classD", 0.28125),
+}
+
+REQUIRED_COLUMNS = ("job_id", "num_gpus", "submit_time", "duration", "model")
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One job of a trace.
+
+    Attributes
+    ----------
+    id : str
+    num_gpus : int
+    submit_time : float
+        Seconds from the start of the simulation.
+    iterations : float
+        Iterations to run (the trace's ``duration`` column).
+    model : str
+    job_class : str
+        Workload class (selects the slowdown row and the locality penalties).
+    base_iter_time : float
+        Seconds per iteration on a median GPU within one server.
+    tracked : bool
+        Whether the job counts in the results (the compat-mode extra jobs do not).
+    """
+
+    id: str
+    num_gpus: int
+    submit_time: float
+    iterations: float
+    model: str
+    job_class: str
+    base_iter_time: float
+    tracked: bool = True
+
+    @property
+    def ideal_seconds(self) -> float:
+        """Run time on median GPUs within one server."""
+        return self.iterations * self.base_iter_time
+
+
+def load_trace(path: str | Path,
+               models: Mapping[str, tuple[str, float]] = ARTIFACT_MODELS) -> tuple[TraceJob, ...]:
+    """Load a trace CSV with columns ``job_id, num_gpus, submit_time, duration, model``.
+
+    Parameters
+    ----------
+    path : str or Path
+    models : mapping
+        Model name -> (class, base iteration time).
+
+    Returns
+    -------
+    tuple of TraceJob
+        Sorted by submit time (stable).
+
+    Raises
+    ------
+    InputError
+        For a missing column, an unknown model, or a non-positive size, duration or negative
+        submit time.
+    OSError
+        If the file cannot be read.
+
+    Examples
+    --------
+    >>> import io
+    >>> text = "job_id,num_gpus,submit_time,duration,model\\n7,2,30,100,vgg19\\n"
+    >>> load_trace(io.StringIO(text))[0].job_class
+    'classC'
+    """
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise InputError("trace", str(path), f"not a readable CSV file: {exc}") from None
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError("trace.columns", list(df.columns),
+                         f"missing column(s) {', '.join(missing)}")
+    jobs = []
+    for i, (jid, n, submit, dur, model) in enumerate(
+            zip(*(df[c].tolist() for c in REQUIRED_COLUMNS), strict=True)):
+        where = f"trace[{i}]"
+        if model not in models:
+            raise InputError(f"{where}.model", model, f"unknown model; known: {', '.join(models)}")
+        if not isinstance(n, (int, np.integer)) or n < 1:
+            raise InputError(f"{where}.num_gpus", n, "must be a positive integer")
+        if not (isinstance(dur, (int, float)) and math.isfinite(dur) and dur > 0):
+            raise InputError(f"{where}.duration", dur, "must be a positive number of iterations")
+        if not (isinstance(submit, (int, float)) and math.isfinite(submit) and submit >= 0):
+            raise InputError(f"{where}.submit_time", submit, "must be a non-negative number")
+        cls, base = models[model]
+        jobs.append(TraceJob(str(jid), int(n), float(submit), float(dur), str(model), cls, base))
+    if len({j.id for j in jobs}) != len(jobs):
+        raise InputError("trace.job_id", str(path), "job ids must be unique")
+    return tuple(sorted(jobs, key=lambda j: j.submit_time))
+
+
+def extra_jobs(trace: Sequence[TraceJob], count: int, rate_per_hour: float = 2.0,
+               seed: int = 1) -> tuple[TraceJob, ...]:
+    """The compat-mode extra jobs: the trace repeated after its last job, untracked.
+
+    Job ``k`` repeats ``trace[k % len(trace)]`` and arrives a whole number of seconds
+    ``ceil(3600 * Exp(rate))`` after the previous job, as the artifact's replay workload does
+    (it draws from Python's ``random`` seeded with 1).
+
+    Parameters
+    ----------
+    trace : sequence of TraceJob
+    count : int
+        Number of extra jobs.
+    rate_per_hour : float
+    seed : int
+
+    Returns
+    -------
+    tuple of TraceJob
+        With ids ``x<k>`` and ``tracked=False``.
+    """
+    if not trace or count <= 0:
+        return ()
+    rng = random.Random(seed)
+    t = trace[-1].submit_time
+    out = []
+    for k in range(count):
+        t += math.ceil(-math.log(1.0 - rng.random()) / rate_per_hour * 3600.0)
+        out.append(replace(trace[k % len(trace)], id=f"x{k}", submit_time=float(t),
+                           tracked=False))
+    return tuple(out)
+
+
+def gpu_count_distribution(traces: Sequence[Sequence[TraceJob]]) -> tuple[np.ndarray, np.ndarray]:
+    """Empirical distribution of GPU counts over traces: (sizes, probabilities)."""
+    counts = np.array([j.num_gpus for t in traces for j in t], dtype=np.int64)
+    sizes, freq = np.unique(counts, return_counts=True)
+    return sizes, freq / freq.sum()
+
+
+#: GPU counts of the artifact's synthetic (Synergy) workload, a Philly-derived split:
+#: 1 GPU 70%, 2 GPUs 10%, 4 GPUs 15%, 8 GPUs 5%.
+SYNERGY_GPU_COUNTS = (np.array([1, 2, 4, 8]), np.array([0.70, 0.10, 0.15, 0.05]))
+
+
+def synthetic_trace(n_jobs: int, load_per_hour: float, seed: int,
+                    sizes: np.ndarray, probs: np.ndarray, job_class: str = "classA",
+                    max_gpus: int | None = None,
+                    tracked: tuple[int, int] | None = None) -> tuple[TraceJob, ...]:
+    """The paper's Fig 13 workload (Synergy-style), seeded.
+
+    Poisson arrivals at ``load_per_hour``; GPU counts drawn from ``(sizes, probs)`` (capped to
+    ``max_gpus``); run time ``60 * 10**U(3, 4)`` seconds with probability 0.2, else
+    ``60 * 10**U(1.5, 3)``; base iteration time 1 s (iterations = seconds); one class.
+    ``tracked = (start, stop)`` tracks only jobs ``start <= k < stop`` (the others warm the
+    cluster up or keep it loaded); default: all.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> t = synthetic_trace(3, 10.0, 0, np.array([1, 4]), np.array([0.5, 0.5]))
+    >>> len(t), t[0].job_class, t[0].base_iter_time
+    (3, 'classA', 1.0)
+    """
+    if n_jobs < 1 or load_per_hour <= 0:
+        raise InputError("synthetic_trace", (n_jobs, load_per_hour),
+                         "need at least one job and a positive load")
+    rng = np.random.default_rng(seed)
+    gaps = rng.exponential(3600.0 / load_per_hour, n_jobs)
+    submit = np.cumsum(gaps) - gaps[0]
+    n = rng.choice(sizes, size=n_jobs, p=probs)
+    if max_gpus is not None:
+        n = np.minimum(n, max_gpus)
+    long = rng.random(n_jobs) < 0.2
+    expo = np.where(long, rng.uniform(3.0, 4.0, n_jobs), rng.uniform(1.5, 3.0, n_jobs))
+    seconds = np.round(60.0 * 10.0 ** expo)
+    lo, hi = tracked if tracked is not None else (0, n_jobs)
+    return tuple(TraceJob(str(i), int(n[i]), float(round(submit[i])), float(seconds[i]),
+                          "synthetic", job_class, 1.0, lo <= i < hi) for i in range(n_jobs))

@@ -1,0 +1,302 @@
+"""The round-based simulator: hand-computed scenarios, conservation, options, determinism."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from palopt.errors import InputError
+from palopt.sim import (
+    ClusterProfile,
+    SimConfig,
+    Simulator,
+    TraceJob,
+    correlated_profile,
+    extra_jobs,
+    get_policy,
+    simulate,
+    summary,
+    synthetic_trace,
+)
+from palopt.sim.engine import DONE, RUNNING
+from palopt.topology import build_cluster
+
+
+def job(jid: str, n: int, submit: float, iters: float, cls: str = "A",
+        base: float = 1.0) -> TraceJob:
+    return TraceJob(jid, n, submit, iters, "m", cls, base)
+
+
+def flat(n: int, values: list[float] | None = None) -> ClusterProfile:
+    row = np.array(values if values is not None else [1.0] * n, dtype=np.float64)[None, :]
+    return ClusterProfile(("A",), row, row)
+
+
+def finish(res, jid: str) -> float:
+    k = [j.id for j in res.jobs.jobs].index(jid)
+    return float(res.jobs.finish[k])
+
+
+# --- hand-computed scenarios: two jobs, four GPUs ------------------------------------------
+
+def test_two_jobs_pal_by_hand():
+    # 2 servers x 2 GPUs; GPU 2 is 1.5x slow. PAL puts j1 on server 0 (cost 1.0) and j2 on
+    # server 1 (cost 1.5 within < 1.0 x 1.7 across). R = 100 s, base 1 s/iteration.
+    topo = build_cluster(1, 2, 2)
+    prof = flat(4, [1.0, 1.0, 1.5, 1.0])
+    trace = [job("j1", 2, 0, 1000), job("j2", 2, 0, 500)]
+    res = simulate(topo, prof, trace, "pal", "fifo", SimConfig(round_s=100, check=True))
+    assert finish(res, "j1") == 1000.0  # 10 rounds of 100 iterations
+    assert finish(res, "j2") == 800.0  # 66.7 iterations per round: done in round 8
+    s = summary(res)
+    assert s["avg_jct_h"] == pytest.approx((1000 + 800) / 2 / 3600)
+    assert s["preemptions"] == 0 and s["migrations"] == 0
+    # Exact completion: j2 finishes 500 x 1.5 s after its start.
+    res = simulate(topo, prof, trace, "pal", "fifo",
+                   SimConfig(round_s=100, completion="exact", check=True))
+    assert finish(res, "j2") == pytest.approx(750.0)
+    assert finish(res, "j1") == pytest.approx(1000.0)
+
+
+def test_charge_differs_from_rank():
+    # Placement ranks by the binned value (all 1.0) but the simulator charges the raw one.
+    topo = build_cluster(1, 1, 2)
+    prof = ClusterProfile(("A",), np.ones((1, 2)), np.array([[1.0, 1.25]]))
+    res = simulate(topo, prof, [job("j", 2, 0, 400)], "pal", "fifo",
+                   SimConfig(round_s=100, check=True))
+    assert finish(res, "j") == 500.0  # 80 iterations per round
+    res = simulate(topo, prof.fixed(), [job("j", 2, 0, 400)], "pal", "fifo",
+                   SimConfig(round_s=100, check=True))
+    assert finish(res, "j") == 400.0
+
+
+def test_locality_penalty_charged_across_servers():
+    # A 4-GPU job on 2 servers of 2 GPUs runs at 1 / 1.7 speed.
+    topo = build_cluster(1, 2, 2)
+    res = simulate(topo, flat(4), [job("j", 4, 0, 100)], "packed-sticky", "fifo",
+                   SimConfig(round_s=100, penalties=1.7, check=True))
+    assert finish(res, "j") == 200.0  # 58.8 iterations per round
+    res = simulate(topo, flat(4), [job("j", 4, 0, 100)], "packed-sticky", "fifo",
+                   SimConfig(round_s=100, penalties=1.0, check=True))
+    assert finish(res, "j") == 100.0
+
+
+def test_per_tier_penalties():
+    # 2 racks x 2 servers x 2 GPUs: 3 GPUs span two servers of one rack (1.2); 6 GPUs span
+    # both racks (2.0).
+    topo = build_cluster(2, 2, 2)
+    cfg = SimConfig(round_s=100, penalties={"rack": 1.2, "cluster": 2.0}, check=True)
+    res = simulate(topo, flat(8), [job("r", 3, 0, 120)], "packed-nonsticky", "fifo", cfg)
+    assert finish(res, "r") == 200.0  # 83.3 iterations per round
+    res = simulate(topo, flat(8), [job("c", 6, 0, 100)], "packed-nonsticky", "fifo", cfg)
+    assert finish(res, "c") == 200.0  # 50 iterations per round
+
+
+def test_las_preempts_and_restart_cost():
+    # One server of 2 GPUs. a (300 it) starts at 0; b (100 it) arrives at 50. Under LAS, b has
+    # less attained service at t=100 and preempts a; b is done at 200, a resumes and is done
+    # at 400 (500 with a 20 s restart cost: 80 iterations in its first round back).
+    topo = build_cluster(1, 1, 2)
+    trace = [job("a", 2, 0, 300), job("b", 2, 50, 100)]
+    res = simulate(topo, flat(2), trace, "packed-sticky", "las", SimConfig(round_s=100, check=True))
+    assert (finish(res, "a"), finish(res, "b")) == (400.0, 200.0)
+    assert summary(res)["preemptions"] == 1
+    res = simulate(topo, flat(2), trace, "packed-sticky", "las",
+                   SimConfig(round_s=100, restart_cost_s=20, check=True))
+    assert (finish(res, "a"), finish(res, "b")) == (500.0, 200.0)
+    res = simulate(topo, flat(2), trace, "packed-sticky", "fifo",
+                   SimConfig(round_s=100, check=True))
+    assert (finish(res, "a"), finish(res, "b")) == (300.0, 400.0)
+
+
+def test_backfill():
+    # One server of 4 GPUs: a (3 GPUs) runs; b (2) is blocked; c (1) may use the free GPU
+    # only with backfill.
+    topo = build_cluster(1, 1, 4)
+    trace = [job("a", 3, 0, 1000), job("b", 2, 0, 100), job("c", 1, 0, 100)]
+    plain = simulate(topo, flat(4), trace, "pal", "fifo", SimConfig(round_s=100, check=True))
+    back = simulate(topo, flat(4), trace, "pal", "fifo",
+                    SimConfig(round_s=100, backfill=True, check=True))
+    c = [j.id for j in plain.jobs.jobs].index("c")
+    assert plain.jobs.first_start[c] == 1000.0
+    assert back.jobs.first_start[c] == 0.0
+    assert finish(back, "c") == 100.0
+    assert finish(back, "a") == finish(plain, "a") == 1000.0
+
+
+def test_waiting_until_arrival_and_round_alignment():
+    # A job arriving at 130 s is admitted at the 200 s round (rounds start at multiples of R).
+    topo = build_cluster(1, 1, 1)
+    res = simulate(topo, flat(1), [job("j", 1, 130, 50)], "pal", "fifo", SimConfig(round_s=100))
+    assert res.jobs.first_start[0] == 200.0
+    assert finish(res, "j") == 300.0
+
+
+# --- conservation -------------------------------------------------------------------------
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000),
+       solver=st.sampled_from(["pal", "pmfirst", "packed-sticky", "packed-nonsticky",
+                               "random-sticky"]),
+       policy=st.sampled_from(["fifo", "las", "srtf", "tiresias"]),
+       backfill=st.booleans())
+def test_conservation(seed, solver, policy, backfill):
+    rng = np.random.default_rng(seed)
+    topo = build_cluster(1, 3, 4)
+    prof = ClusterProfile(("A", "B"), rng.uniform(0.9, 1.3, (2, 12)),
+                          rng.uniform(0.9, 1.3, (2, 12)))
+    trace = [job(str(i), int(rng.choice([1, 2, 3, 4, 6, 8])), float(rng.integers(0, 2000)),
+                 float(rng.integers(50, 800)), str(rng.choice(["A", "B"])))
+             for i in range(12)]
+    sim = Simulator(topo, prof, trace, solver, policy,
+                    SimConfig(round_s=100, backfill=backfill, check=True, seed=seed))
+    jt = sim.jobs
+    while not sim.finished:
+        before = jt.iters_done.copy()
+        running_before = jt.status == RUNNING
+        sim.step()
+        # no progress while not placed
+        moved = jt.iters_done != before
+        assert not (moved & ~running_before).any()
+        # a GPU never runs two jobs; running jobs hold exactly their size
+        held = [g for j in np.flatnonzero(jt.status == RUNNING) for g in jt.gpus[j]]
+        assert len(held) == len(set(held))
+        for j in np.flatnonzero(jt.status == RUNNING):
+            assert len(jt.gpus[j]) == jt.num_gpus[j]
+        assert sim.round < 10_000
+    assert (jt.status == DONE).all()
+    assert (jt.finish >= jt.submit).all()
+    assert (jt.iters_done >= jt.iters_total).all()
+
+
+# --- determinism, extra jobs, policies, profiles ------------------------------------------
+
+def test_determinism_per_seed():
+    rng = np.random.default_rng(5)
+    topo = build_cluster(1, 4, 4)
+    prof = ClusterProfile(("A",), rng.uniform(0.9, 1.3, (1, 16)), rng.uniform(0.9, 1.3, (1, 16)))
+    trace = [job(str(i), int(rng.choice([1, 2, 4, 8])), float(rng.integers(0, 3000)),
+                 float(rng.integers(100, 3000))) for i in range(30)]
+
+    def run(seed):
+        res = simulate(topo, prof, trace, "random-nonsticky", "fifo",
+                       SimConfig(round_s=300, seed=seed, check=True))
+        return res.jobs.finish.tolist()
+
+    assert run(1) == run(1)
+    assert run(1) != run(2)
+    assert synthetic_trace(40, 20.0, 3, np.array([1, 2]), np.full(2, 0.5)) == \
+        synthetic_trace(40, 20.0, 3, np.array([1, 2]), np.full(2, 0.5))
+
+
+def test_synthetic_trace_distribution():
+    t = synthetic_trace(4000, 10.0, 0, np.array([1, 4]), np.array([0.75, 0.25]))
+    gaps = np.diff([j.submit_time for j in t])
+    assert np.mean(gaps) == pytest.approx(360.0, rel=0.05)
+    secs = np.array([j.iterations for j in t])
+    assert secs.min() >= 60 * 10**1.5 - 1 and secs.max() <= 60 * 10**4 + 1
+    assert np.mean(secs > 60 * 10**3) == pytest.approx(0.2, abs=0.03)
+    assert np.mean([j.num_gpus == 4 for j in t]) == pytest.approx(0.25, abs=0.03)
+
+
+def test_extra_jobs_untracked():
+    trace = [job(str(i), 1, 10.0 * i, 100) for i in range(3)]
+    extra = extra_jobs(trace, 5, rate_per_hour=2.0, seed=1)
+    assert extra == extra_jobs(trace, 5, rate_per_hour=2.0, seed=1)
+    assert [e.iterations for e in extra] == [100.0] * 5
+    assert not any(e.tracked for e in extra)
+    times = [e.submit_time for e in extra]
+    assert times[0] > 20.0 and times == sorted(times) and all(t == int(t) for t in times)
+    topo = build_cluster(1, 1, 2)
+    res = simulate(topo, flat(2), trace, "pal", "fifo", SimConfig(round_s=100, extra_jobs=True))
+    assert summary(res)["jobs"] == 3
+    assert len(res.jobs) > 3
+
+
+def test_policy_orders():
+    class State:
+        submit = np.array([0.0, 10.0, 20.0, 30.0])
+        attained_s = np.array([300.0, 0.0, 100.0, 0.0])
+        attained_gpu_s = np.array([300.0, 0.0, 5000.0, 0.0])
+        waited_s = np.zeros(4)
+        base = np.array([1.0, 1.0, 2.0, 1.0])
+        iters_total = np.array([400.0, 1000.0, 100.0, 50.0])
+
+    q = np.arange(4)
+    assert get_policy("fifo").order(q, State).tolist() == [0, 1, 2, 3]
+    assert get_policy("las").order(q, State).tolist() == [1, 3, 2, 0]
+    # remaining: 100, 1000, 100, 50
+    assert get_policy("srtf").order(q, State).tolist() == [3, 0, 2, 1]
+    # Tiresias: job 2 (5000 GPU-s) drops to the second queue; others FIFO in the first.
+    assert get_policy("tiresias").order(q, State).tolist() == [0, 1, 3, 2]
+    with pytest.raises(InputError, match="unknown policy"):
+        get_policy("nope")
+
+
+def test_correlated_profile():
+    hi = correlated_profile(4000, ("A", "B"), 0.1, 0.9, seed=0)
+    lo = correlated_profile(4000, ("A", "B"), 0.1, 0.0, seed=0)
+    assert np.corrcoef(np.log(hi.rank))[0, 1] > 0.8
+    assert abs(np.corrcoef(np.log(lo.rank))[0, 1]) < 0.1
+    assert np.median(hi.rank, axis=1) == pytest.approx([1.0, 1.0])
+
+
+def test_bad_inputs():
+    topo = build_cluster(1, 1, 2)
+    with pytest.raises(InputError, match="exceeds"):
+        Simulator(topo, flat(2), [job("j", 3, 0, 10)])
+    with pytest.raises(InputError, match="no profile"):
+        Simulator(topo, flat(2), [job("j", 1, 0, 10, cls="Z")])
+    with pytest.raises(InputError):
+        SimConfig(round_s=0)
+    with pytest.raises(InputError):
+        SimConfig(completion="sometime")
+
+
+def test_step_by_step_library_use():
+    topo = build_cluster(1, 1, 2)
+    sim = Simulator(topo, flat(2), [job("a", 1, 0, 150), job("b", 1, 0, 50)], "pal", "fifo",
+                    SimConfig(round_s=100))
+    r0 = sim.step()
+    assert (r0.time, r0.running, r0.busy_gpus, r0.started) == (0.0, 2, 2, 2)
+    r1 = sim.step()
+    assert (r1.completed, r1.running) == (1, 1)
+    assert not sim.finished
+    sim.step()
+    assert sim.finished
+    assert math.isclose(sim.result().jobs.finish[0], 200.0)
+
+
+@pytest.mark.parametrize("solver", ["pal", "pmfirst", "packed-sticky", "packed-nonsticky",
+                                    "random-sticky", "random-nonsticky"])
+@pytest.mark.parametrize("policy", ["fifo", "las"])
+def test_skipping_rounds_changes_nothing(solver, policy):
+    # Reusing idle decisions, fast-forwarding and cutting non-sticky queues at the window are
+    # pure speed-ups: the same simulation with every round solved in full gives equal results.
+    rng = np.random.default_rng(11)
+    topo = build_cluster(1, 4, 4)
+    prof = ClusterProfile(("A", "B"), rng.uniform(0.9, 1.3, (2, 16)),
+                          rng.uniform(0.9, 1.3, (2, 16)))
+    trace = [job(str(i), int(rng.choice([1, 2, 3, 4, 6, 8, 12])), float(rng.integers(0, 6000)),
+                 float(rng.integers(100, 3000)), str(rng.choice(["A", "B"])))
+             for i in range(30)]
+    fast = Simulator(topo, prof, trace, solver, policy, SimConfig(round_s=300, seed=4)).run()
+    full = Simulator(topo, prof, trace, solver, policy,
+                     SimConfig(round_s=300, seed=4, shortcuts=False)).run()
+    assert fast.jobs.finish.tolist() == full.jobs.finish.tolist()
+    assert fast.jobs.migrations.tolist() == full.jobs.migrations.tolist()
+    assert fast.jobs.preemptions.tolist() == full.jobs.preemptions.tolist()
+    assert len(fast.rounds) == len(full.rounds)
+    assert sum(r.solved for r in fast.rounds) <= sum(r.solved for r in full.rounds)
+
+
+def test_fig13_trace_tracks_the_middle():
+    from palopt.sim.trace import SYNERGY_GPU_COUNTS
+
+    t = synthetic_trace(30, 10.0, 1, *SYNERGY_GPU_COUNTS, tracked=(10, 20))
+    assert [j.tracked for j in t] == [False] * 10 + [True] * 10 + [False] * 10
+    assert {j.num_gpus for j in t} <= {1, 2, 4, 8}

@@ -1,0 +1,134 @@
+"""Fidelity of compat mode against the PAL artifact's simulator, and the simulate/reproduce CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from palopt.cli import main
+from palopt.errors import InputError
+from palopt.sim import SimConfig, load_profile, load_trace, simulate, summary
+from palopt.sim.experiments import fig10_sweep, improvement_table, simulate_cell
+from palopt.sweep import run_sweep
+from palopt.topology import parse_shape
+
+# Average JCT (hours) of sia-philly-workload-1 measured by running the artifact's code:
+# 64 GPUs (sim-64gpu-cluster.csv), FIFO, P = 1.7, R = 360 s.
+ARTIFACT_W1 = {"pal": 7.028, "pmfirst": 7.074, "packed-sticky": 8.401, "packed-nonsticky": 8.343}
+
+
+@pytest.fixture(scope="module")
+def cluster(artifact_dir):
+    topo = parse_shape("16x4")
+    return topo, load_profile(artifact_dir / "sim-64gpu-cluster.csv", topo)
+
+
+@pytest.mark.parametrize("solver", sorted(ARTIFACT_W1))
+def test_fidelity_workload1(artifact_dir, cluster, solver):
+    topo, profile = cluster
+    trace = load_trace(artifact_dir / "traces" / "sia-philly-workload-1.csv")
+    res = simulate(topo, profile, trace, solver, "fifo",
+                   SimConfig(round_s=360, penalties=1.7, extra_jobs=True, check=True))
+    s = summary(res)
+    assert s["jobs"] == 160
+    assert s["avg_jct_h"] == pytest.approx(ARTIFACT_W1[solver], rel=0.01)
+
+
+def test_profile_columns(cluster):
+    _, profile = cluster
+    assert profile.classes == ("classA", "classB", "classC", "classD")
+    # ranked by binned levels, charged the raw measurement
+    assert len(set(profile.rank[0])) < len(set(profile.charge[0]))
+
+
+def test_cli_simulate_outputs(artifact_dir, tmp_path, capsys):
+    out = tmp_path / "w1-pal"
+    rc = main(["simulate", "--trace", str(artifact_dir / "traces" / "sia-philly-workload-1.csv"),
+               "--cluster", "16x4", "--profile", str(artifact_dir / "sim-64gpu-cluster.csv"),
+               "--placement", "pal", "--scheduler", "fifo", "--locality-penalty", "1.7",
+               "--round", "360", "--out", str(out)])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "avg 7.03" in printed
+    s = json.loads((out / "summary.json").read_text())
+    for key in ("avg_jct_h", "median_jct_h", "p99_jct_h", "makespan_h", "gpu_utilisation",
+                "avg_queueing_delay_h", "preemptions", "migrations"):
+        assert key in s
+    jobs = pd.read_csv(out / "jobs.csv")
+    assert len(jobs) == 160 and (jobs.jct_s > 0).all()
+    assert (jobs.jct_s.mean() / 3600) == pytest.approx(s["avg_jct_h"])
+    rounds = pd.read_csv(out / "rounds.csv")
+    assert rounds.busy_gpus.max() <= 64
+    assert (out / "jct_cdf.png").stat().st_size > 0 and (out / "busy_gpus.png").exists()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--cluster", "16x5"], "80 GPUs"),
+    (["--cluster", "sixteen"], "cluster"),
+    (["--scheduler", "nope"], "unknown policy"),
+    (["--placement", "nope"], "nope"),
+    (["--trace-is-profile"], "missing column"),
+])
+def test_cli_simulate_bad_input(artifact_dir, capsys, args, message):
+    trace = artifact_dir / "traces" / "sia-philly-workload-1.csv"
+    if args == ["--trace-is-profile"]:
+        trace, args = artifact_dir / "sim-64gpu-cluster.csv", []
+    base = ["simulate", "--trace", str(trace), "--profile",
+            str(artifact_dir / "sim-64gpu-cluster.csv"), "--no-plots"]
+    assert main(base + args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("palopt: error:") and message in err
+    assert "Traceback" not in err
+
+
+def test_improvement_table():
+    rows = [{"workload": w, "placement": p, "avg_jct_h": v}
+            for w, vals in ((1, {"packed-sticky": 10.0, "packed-nonsticky": 8.0, "pal": 5.0}),
+                            (2, {"packed-sticky": 4.0, "packed-nonsticky": 4.0, "pal": 2.0}))
+            for p, v in vals.items()]
+    jct, gains = improvement_table(rows, "workload")
+    assert jct.loc[1, "pal"] == 5.0
+    g = gains.set_index(["baseline", "placement"])
+    assert g.loc[("packed-sticky", "pal"), "geomean_gain"] == pytest.approx(0.5)
+    assert g.loc[("packed-nonsticky", "pal"), "min_gain"] == pytest.approx(0.375)
+    assert g.loc[("packed-nonsticky", "pal"), "max_gain"] == pytest.approx(0.5)
+
+
+def test_sweep_in_pool_matches_serial(artifact_dir, tmp_path):
+    spec = fig10_sweep(artifact_dir, tmp_path / "a", [1], ["pal", "packed-sticky"])
+    pooled = run_sweep(spec, simulate_cell, workers=2)
+    serial = run_sweep(fig10_sweep(artifact_dir, tmp_path / "b", [1], ["pal", "packed-sticky"]),
+                       simulate_cell, workers=1)
+    assert pooled.avg_jct_h.tolist() == serial.avg_jct_h.tolist()
+    assert pooled.placement.tolist() == ["pal", "packed-sticky"]
+    assert pooled.avg_jct_h[0] == pytest.approx(7.033, abs=1e-3)
+
+
+def test_simulate_cell_checks_keys(artifact_dir):
+    with pytest.raises(InputError, match="unknown parameter"):
+        simulate_cell({"data": str(artifact_dir), "workload": 1, "placment": "pal"})
+    with pytest.raises(InputError, match="needs 'trace'"):
+        simulate_cell({"data": str(artifact_dir)})
+
+
+def test_simulate_cell_tiles_a_larger_cluster(artifact_dir):
+    s = simulate_cell({"data": str(artifact_dir), "cluster": "32x4", "load": 20.0, "n_jobs": 10,
+                       "round": 300.0})
+    assert s["jobs"] == 10 and s["avg_jct_h"] > 0
+
+
+@pytest.mark.slow
+def test_cli_reproduce_fig10(artifact_dir, tmp_path, capsys):
+    rc = main(["reproduce", "fig10", "--data", str(artifact_dir), "--out", str(tmp_path),
+               "--no-progress"])
+    assert rc == 0
+    out = capsys.readouterr().out
+    assert "Improvement over packed-sticky" in out and "Improvement over packed-nonsticky" in out
+    runs = pd.read_csv(tmp_path / "fig10-compat-runs.csv")
+    assert (tmp_path / "fig10-compat-vs-packed-sticky.png").exists()
+    assert len(runs) == 48
+    w1 = runs[runs.workload == 1].set_index("placement").avg_jct_h
+    for solver, value in ARTIFACT_W1.items():
+        assert w1[solver] == pytest.approx(value, rel=0.01)
