@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "palopt.commands.topology",
     "palopt.commands.bench",
     "palopt.commands.simulate",
+    "palopt.commands.sweep",
 )
 
 

@@ -36,7 +36,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from palopt.errors import InputError
@@ -46,7 +45,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["SweepSpec", "load_grid", "expand", "cell_id", "run_sweep", "summarise"]
+__all__ = ["SweepSpec", "load_grid", "expand", "cell_id", "run_sweep", "collect"]
 
 log = logging.getLogger(__name__)
 CellFunction = Callable[[dict[str, Any]], dict[str, Any]]
@@ -238,39 +237,3 @@ def collect(spec: SweepSpec, cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame
         table.to_csv(spec.out / "results.csv", index=False)
     return table
 
-
-def summarise(table: pd.DataFrame, metric: str, by: str, baseline: str,
-              group: Iterable[str] = ()) -> pd.DataFrame:
-    """Paper-style summary: geomean over groups of ``baseline / value - 1`` for each ``by`` value.
-
-    Parameters
-    ----------
-    table : pandas.DataFrame
-        A results table.
-    metric : str
-        Column to compare (smaller is better, e.g. ``avg_jct``).
-    by : str
-        Column whose values are compared (e.g. ``placement``).
-    baseline : str
-        The ``by`` value everything is compared against.
-    group : iterable of str
-        Columns that identify matched runs (e.g. ``trace``, ``seed``).
-
-    Returns
-    -------
-    pandas.DataFrame
-        Per ``by`` value: geomean, min and max improvement (fractions; 0.4 = 40% lower metric).
-    """
-    keys = list(group)
-    if baseline not in set(table[by]):
-        raise InputError(by, baseline, "baseline not among the swept values")
-    base = table[table[by] == baseline].set_index(keys)[metric] if keys else \
-        table.loc[table[by] == baseline, metric].iloc[0]
-    rows = []
-    for value, part in table.groupby(by, sort=False):
-        mine = part.set_index(keys)[metric] if keys else part[metric].iloc[0]
-        ratio = np.atleast_1d(np.asarray(base / mine, dtype=float))
-        rows.append({by: value, "geomean_improvement": float(np.exp(np.log(ratio).mean()) - 1),
-                     "min_improvement": float(ratio.min() - 1),
-                     "max_improvement": float(ratio.max() - 1)})
-    return pd.DataFrame(rows)

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-import pandas as pd
 import pytest
 
 from palopt import InputError
-from palopt.sweep import cell_id, expand, load_grid, run_sweep, summarise
+from palopt.sweep import cell_id, expand, load_grid, run_sweep
 
 
 def square_cell(cell: dict) -> dict:
@@ -76,20 +74,3 @@ def test_local_run_is_resumable(tmp_path):
 def test_bad_grids(tmp_path, body, key):
     with pytest.raises(InputError, match=key.replace("[", r"\[")):
         load_grid(write_grid(tmp_path, body))
-
-
-def test_summarise_geomean():
-    table = pd.DataFrame({"trace": [1, 1, 2, 2], "placement": ["b", "p", "b", "p"],
-                          "jct": [10.0, 5.0, 10.0, 8.0]})
-    out = summarise(table, "jct", "placement", "b", ["trace"]).set_index("placement")
-    assert out.loc["b", "geomean_improvement"] == pytest.approx(0.0)
-    assert out.loc["p", "geomean_improvement"] == pytest.approx((2.0 * 1.25) ** 0.5 - 1)
-    assert out.loc["p", "max_improvement"] == pytest.approx(1.0)
-
-
-def test_ray_engine_matches_local(tmp_path):
-    cloudpickle = pytest.importorskip("ray.cloudpickle")
-    cloudpickle.register_pickle_by_value(sys.modules[__name__])  # workers cannot import tests/
-    spec = load_grid(write_grid(tmp_path, GRID))
-    table = run_sweep(spec, square_cell, engine="ray")
-    assert sorted(table["metric"]) == sorted(x * y + 5 for x in (1, 2, 3) for y in (10, 20))
