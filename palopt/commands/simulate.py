@@ -73,7 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--cluster", default="16x4", help="SERVERSxGPUS or RACKSxSERVERSxGPUS")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--profile", type=Path,
-                     help="per-GPU CSV with PerfVar_<class> (charged) and sf_<class> (ranked)")
+                     help="per-GPU CSV with PerfVar_<class> (charged) and sf_<class> (ranked), "
+                          "or a palopt.profile/1 JSON file from `palopt profile import` "
+                          "(assigned to the cluster with --seed, ranked by k-means levels)")
     src.add_argument("--correlated", type=float, metavar="RHO",
                      help="synthetic profile, classes A-D correlated with RHO (seeded by --seed)")
     p.add_argument("--placement", default="pal", help="placement solver (see `palopt solvers`)")
@@ -113,7 +115,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     """Run one simulation and write its outputs."""
     topo = parse_shape(args.cluster)
     if args.profile is not None:
-        profile = load_profile(args.profile, topo)
+        profile = load_profile(args.profile, topo, args.seed)
     else:
         profile = correlated_profile(topo.n_gpus, ("classA", "classB", "classC", "classD"),
                                      0.05, args.correlated, args.seed)

@@ -73,6 +73,8 @@ CELL_KEYS: Mapping[str, Any] = {
 @lru_cache(maxsize=8)
 def _cluster(profile: str, shape: str, seed: int) -> tuple[Topology, ClusterProfile]:
     topo = parse_shape(shape)
+    if profile.endswith(".json"):
+        return topo, load_profile(profile, topo, seed)
     per_server = int(topo.server_sizes[0])
     rows = len(pd.read_csv(profile))
     if rows >= topo.n_gpus or rows % per_server:

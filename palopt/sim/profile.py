@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from palopt import variability
 from palopt.errors import InputError
 from palopt.topology import Topology
 
@@ -56,15 +57,33 @@ class ClusterProfile:
         return ClusterProfile(self.classes, self.rank[:, idx], self.charge[:, idx])
 
 
-def load_profile(path: str | Path, topology: Topology) -> ClusterProfile:
-    """Load a cluster profile CSV: one row per GPU (in topology order) with ``PerfVar_<class>``
-    columns (charged) and optionally ``sf_<class>`` columns (ranked; default: the same).
+def load_profile(path: str | Path, topology: Topology, seed: int = 0,
+                 binning: str = "kmeans") -> ClusterProfile:
+    """Load a cluster profile.
+
+    Two forms:
+
+    - a CSV with one row per GPU (in topology order), ``PerfVar_<class>`` columns (charged) and
+      optionally ``sf_<class>`` columns (ranked; default: the same), as the artifact wrote;
+    - a ``palopt.profile/1`` JSON file (``palopt profile import``): unless it already holds
+      every GPU of ``topology`` by name with every class measured, its GPUs are assigned to the
+      cluster with :func:`palopt.variability.assign_profile` (drawn with ``seed``; an
+      unmeasured class counts as 1.0, as in the artifact's simulator). The simulator charges
+      the values and placement ranks by their levels (:func:`palopt.variability.bin_profile`
+      with ``binning``).
 
     Raises
     ------
     InputError
-        For a wrong number of rows, no ``PerfVar_`` column, or non-positive values.
+        For a wrong number of rows, no ``PerfVar_`` column, non-positive values, or a profile
+        too small for the cluster.
     """
+    if str(path).endswith(".json"):
+        profile = variability.load_profile(path)
+        if profile.gpus != topology.gpu_ids or not profile.complete().all():
+            profile = variability.assign_profile(profile, topology, seed, missing="median")
+        rank = variability.bin_profile(profile, binning)
+        return ClusterProfile(profile.classes, rank, profile.values)
     try:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
