@@ -36,6 +36,7 @@ __all__ = [
     "instance_from_dict",
     "instance_to_dict",
     "load_instance",
+    "read_json",
     "save_instance",
     "topology_from_spec",
     "instance_schema",
@@ -193,6 +194,24 @@ def instance_to_dict(instance: Instance, **meta: Any) -> dict[str, Any]:
     }
 
 
+def read_json(path: str | Path) -> Any:
+    """Parse a JSON file.
+
+    Raises
+    ------
+    InputError
+        For invalid JSON, naming the file, line and column.
+    OSError
+        If the file cannot be read.
+    """
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(str(path), f"line {exc.lineno} column {exc.colno}",
+                         f"invalid JSON: {exc.msg}") from None
+
+
 def load_instance(path: str | Path) -> Instance:
     """Read and validate an instance file.
 
@@ -203,13 +222,7 @@ def load_instance(path: str | Path) -> Instance:
     OSError
         If the file cannot be read.
     """
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"line {exc.lineno} column {exc.colno}",
-                         f"invalid JSON: {exc.msg}") from None
-    return instance_from_dict(data)
+    return instance_from_dict(read_json(path))
 
 
 def save_instance(instance: Instance, path: str | Path, **meta: Any) -> None:

@@ -66,6 +66,7 @@ import numpy as np
 from palopt.binning import bin_values
 from palopt.errors import InputError
 from palopt.instance import Instance, Job, penalty_matrix
+from palopt.io import read_json
 from palopt.topology import Topology
 
 __all__ = [
@@ -311,13 +312,7 @@ def load_profile(path: str | Path) -> VariabilityProfile:
     OSError
         If the file cannot be read.
     """
-    text = Path(path).read_text(encoding="utf-8")
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"line {exc.lineno} column {exc.colno}",
-                         f"invalid JSON: {exc.msg}") from None
-    return VariabilityProfile.from_dict(data, where=str(path))
+    return VariabilityProfile.from_dict(read_json(path), where=str(path))
 
 
 def _gpu_key(parts: Sequence[str]) -> str:

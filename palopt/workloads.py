@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from palopt.errors import InputError
+from palopt.io import read_json
 
 __all__ = ["WorkloadModel", "Workloads", "load_workloads", "ARTIFACT_WORKLOADS"]
 
@@ -86,10 +85,7 @@ def load_workloads(path: str | Path = ARTIFACT_WORKLOADS) -> Workloads:
     >>> w.get("resnet50").job_class, w.classes[0]
     ('classA', 'classA')
     """
-    try:
-        data: Any = json.loads(Path(path).read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"line {exc.lineno}", f"invalid JSON: {exc.msg}") from None
+    data = read_json(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise InputError(f"{path}: format", data.get("format") if isinstance(data, dict) else data,
                          f"expected {FORMAT!r}")
