@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -16,9 +16,9 @@ import numpy as np
 import pandas as pd
 
 from palopt.errors import InputError
+from palopt.workloads import Workloads, load_workloads
 
 __all__ = [
-    "ARTIFACT_MODELS",
     "TraceJob",
     "load_trace",
     "extra_jobs",
@@ -26,17 +26,6 @@ __all__ = [
     "synthetic_trace",
     "SYNERGY_GPU_COUNTS",
 ]
-
-#: model -> (workload class, base seconds per iteration on a median GPU), as the artifact's
-#: simulator uses them (see ../shared/data/README.md).
-ARTIFACT_MODELS: Mapping[str, tuple[str, float]] = {
-    "resnet50": ("classA", 0.17540429367763434),
-    "BERT": ("classB", 0.179),
-    "GPT2": ("classB", 3.5714),
-    "DCGAN": ("classB", 0.0469266931),
-    "vgg19": ("classC", 0.300610341),
-    "PointNet": ("classD", 0.28125),
-}
 
 REQUIRED_COLUMNS = ("job_id", "num_gpus", "submit_time", "duration", "model")
 
@@ -77,15 +66,15 @@ class TraceJob:
         return self.iterations * self.base_iter_time
 
 
-def load_trace(path: str | Path,
-               models: Mapping[str, tuple[str, float]] = ARTIFACT_MODELS) -> tuple[TraceJob, ...]:
+def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[TraceJob, ...]:
     """Load a trace CSV with columns ``job_id, num_gpus, submit_time, duration, model``.
 
     Parameters
     ----------
     path : str or Path
-    models : mapping
-        Model name -> (class, base iteration time).
+    workloads : Workloads, optional
+        Each model's class and base iteration time (default: the PAL artifact's,
+        ``models/pal-artifact.json``).
 
     Returns
     -------
@@ -107,6 +96,7 @@ def load_trace(path: str | Path,
     >>> load_trace(io.StringIO(text))[0].job_class
     'classC'
     """
+    workloads = workloads or load_workloads()
     try:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
@@ -119,16 +109,15 @@ def load_trace(path: str | Path,
     for i, (jid, n, submit, dur, model) in enumerate(
             zip(*(df[c].tolist() for c in REQUIRED_COLUMNS), strict=True)):
         where = f"trace[{i}]"
-        if model not in models:
-            raise InputError(f"{where}.model", model, f"unknown model; known: {', '.join(models)}")
+        spec = workloads.get(model, f"{where}.model")
         if not isinstance(n, (int, np.integer)) or n < 1:
             raise InputError(f"{where}.num_gpus", n, "must be a positive integer")
         if not (isinstance(dur, (int, float)) and math.isfinite(dur) and dur > 0):
             raise InputError(f"{where}.duration", dur, "must be a positive number of iterations")
         if not (isinstance(submit, (int, float)) and math.isfinite(submit) and submit >= 0):
             raise InputError(f"{where}.submit_time", submit, "must be a non-negative number")
-        cls, base = models[model]
-        jobs.append(TraceJob(str(jid), int(n), float(submit), float(dur), str(model), cls, base))
+        jobs.append(TraceJob(str(jid), int(n), float(submit), float(dur), str(model),
+                             spec.job_class, spec.base_iter_time))
     if len({j.id for j in jobs}) != len(jobs):
         raise InputError("trace.job_id", str(path), "job ids must be unique")
     return tuple(sorted(jobs, key=lambda j: j.submit_time))
