@@ -121,6 +121,7 @@ class FreePool:
         self._bounds = self.start.tolist()
         self._index = np.arange(n)
         self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = []
+        self._scratch = np.empty(s, dtype=np.int64)  # room for one level's groups
         begin = 0
         for servers, starts in zip(group_server, level_start, strict=True):
             counts = self._counts[begin:begin + len(servers)]
@@ -206,8 +207,12 @@ class FreePool:
         if n == 1:
             # The group with the fewest (but some) free GPUs: as unsigned, count - 1 wraps
             # around to the largest value for an empty group.
-            s = int(servers[(row - 1).view(np.uint64).argmin()])
-            return self.server_gpus_at(c, s, top, exact=True)[:1]
+            less = np.subtract(row, 1, out=self._scratch[:len(row)])  # (no new array: cheaper)
+            s = int(servers[less.view(np.uint64).argmin()])
+            lo = self._bounds[s]
+            # Its first GPU of level ``top``; list.index beats numpy on a server's few GPUs.
+            g = lo + self.avail[c, lo:self._bounds[s + 1]].tolist().index(top)
+            return self._index[g:g + 1]
         parts: list[np.ndarray] = []
         need = n
         if top > 0:
