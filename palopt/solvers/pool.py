@@ -93,21 +93,21 @@ class FreePool:
         sorted_server = self.server[order]
         new_group = new_level.copy()
         new_group[:, 1:] |= sorted_server[:, 1:] != sorted_server[:, :-1]
+        level_rank = np.cumsum(new_level, axis=1) - 1
         self.level = np.empty((n_classes, n), dtype=np.int64)
-        np.put_along_axis(self.level, order, np.cumsum(new_level, axis=1) - 1, axis=1)
+        np.put_along_axis(self.level, order, level_rank, axis=1)
         group_of = np.empty((n_classes, n), dtype=np.int64)
         np.put_along_axis(group_of, order, (np.cumsum(new_group) - 1).reshape(n_classes, n),
                           axis=1)  # group ids numbered across classes, class 0's first
         self.values = [sorted_sd[c, new_level[c]] for c in range(n_classes)]
         self.first_seen = [order[c, new_level[c]] for c in range(n_classes)]
-        group_server = [sorted_server[c, new_group[c]] for c in range(n_classes)]
-        level_start = [
-            np.searchsorted(np.cumsum(new_level[c])[new_group[c]] - 1,
-                            np.arange(len(self.values[c]) + 1)).tolist()
-            for c in range(n_classes)
-        ]
-        offset = int(new_group.sum())
-        n_levels = max(len(v) for v in self.values)
+        n_levels = int(level_rank[:, -1].max()) + 1
+        # Each group's (class, level) key ascends with its id, so one search finds where the
+        # groups of every (class, level) start.
+        group_key = (np.arange(n_classes)[:, None] * n_levels + level_rank)[new_group]
+        level_start = np.searchsorted(group_key, np.arange(n_classes * n_levels + 1)).tolist()
+        group_server = sorted_server[new_group]
+        offset = len(group_server)
         tot_at = offset + np.arange(n_classes)[:, None] * n_levels + self.level
         server_at = offset + n_classes * n_levels + self.server[None, :]
         self._cells = np.ascontiguousarray(np.concatenate([group_of, tot_at, server_at]).T)
@@ -120,14 +120,12 @@ class FreePool:
         self.avail = np.where(self.free, self.level, self._taken)
         self._bounds = self.start.tolist()
         self._index = np.arange(n)
-        self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = []
         self._scratch = np.empty(s, dtype=np.int64)  # room for one level's groups
-        begin = 0
-        for servers, starts in zip(group_server, level_start, strict=True):
-            counts = self._counts[begin:begin + len(servers)]
-            self.groups.append([(servers[lo:hi], counts[lo:hi])
+        self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = []
+        for c, values in enumerate(self.values):
+            starts = level_start[c * n_levels:c * n_levels + len(values) + 1]
+            self.groups.append([(group_server[lo:hi], self._counts[lo:hi])
                                 for lo, hi in zip(starts[:-1], starts[1:], strict=True)])
-            begin += len(servers)
 
     def take(self, gpus: np.ndarray) -> None:
         """Mark ``gpus`` (free, distinct dense GPU indices) as used, updating every counter."""
