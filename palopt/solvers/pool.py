@@ -117,7 +117,10 @@ class FreePool:
         self.server_free = self._counts[offset + n_classes * n_levels:]
         self.n_free = int(self.free.sum())
         self._taken = n_levels  # the level ``avail`` shows for a GPU that is not free
-        self.avail = np.where(self.free, self.level, self._taken)
+        # ``avail`` is a view of a GPU-major array: updating a few GPUs then writes whole rows
+        # (numpy is much slower at writing a few columns).
+        self._avail_rows = np.where(self.free[:, None], self.level.T, self._taken)
+        self.avail = self._avail_rows.T
         self._bounds = self.start.tolist()
         self._index = np.arange(n)
         self._scratch = np.empty(s, dtype=np.int64)  # room for one level's groups
@@ -140,10 +143,10 @@ class FreePool:
         if len(gpus) == 1:  # the common case: one GPU owns distinct counters, so no ufunc.at
             g = gpus[0]
             self._counts[self._cells[g]] += delta
-        else:
-            np.add.at(self._counts, self._cells[gpus].ravel(), delta)
+        else:  # (take: cheaper than fancy indexing for whole rows)
+            np.add.at(self._counts, self._cells.take(gpus, axis=0).ravel(), delta)
         self.free[g] = free
-        self.avail[:, g] = self.level[:, g] if free else self._taken
+        self._avail_rows[g] = self.level.T[g] if free else self._taken
         self.n_free += delta * len(gpus)
 
     def server_gpus(self, s: int) -> np.ndarray:
