@@ -211,7 +211,7 @@ def job_placements(instance: Instance, jobs: Sequence[Job],
         part = parts.get(k)
         if part is None:
             action = Action.PREEMPT if job.is_running else Action.WAIT
-            out.append(JobPlacement(job.id, (), action, reason=reasons[k] or "not placed"))
+            out.append(JobPlacement.record(job.id, (), action, reason=reasons[k] or "not placed"))
             continue
         lo, hi, co, s, t, p = part
         chosen = tuple(flat[lo:hi])
@@ -219,5 +219,5 @@ def job_placements(instance: Instance, jobs: Sequence[Job],
             action = Action.KEEP if chosen == tuple(sorted(job.current_gpus)) else Action.MIGRATE
         else:
             action = Action.START
-        out.append(JobPlacement(job.id, chosen, action, co, s, tiers[t], p))
+        out.append(JobPlacement.record(job.id, chosen, action, co, s, tiers[t], p))
     return out
