@@ -87,7 +87,8 @@ class FreePool:
         # Per class, GPUs sorted by (slowdown, index), i.e. by (level, server, index): levels and
         # groups are runs of that order.
         order = np.argsort(sd, axis=1, kind="stable")
-        sorted_sd = np.take_along_axis(sd, order, axis=1)
+        rows = np.arange(n_classes)[:, None]
+        sorted_sd = sd[rows, order]
         new_level = np.ones((n_classes, n), dtype=bool)
         new_level[:, 1:] = sorted_sd[:, 1:] != sorted_sd[:, :-1]
         sorted_server = self.server[order]
@@ -95,20 +96,20 @@ class FreePool:
         new_group[:, 1:] |= sorted_server[:, 1:] != sorted_server[:, :-1]
         level_rank = np.cumsum(new_level, axis=1) - 1
         self.level = np.empty((n_classes, n), dtype=np.int64)
-        np.put_along_axis(self.level, order, level_rank, axis=1)
+        self.level[rows, order] = level_rank
         group_of = np.empty((n_classes, n), dtype=np.int64)
-        np.put_along_axis(group_of, order, (np.cumsum(new_group) - 1).reshape(n_classes, n),
-                          axis=1)  # group ids numbered across classes, class 0's first
+        # group ids numbered across classes, class 0's first
+        group_of[rows, order] = (np.cumsum(new_group) - 1).reshape(n_classes, n)
         self.values = [sorted_sd[c, new_level[c]] for c in range(n_classes)]
         self.first_seen = [order[c, new_level[c]] for c in range(n_classes)]
         n_levels = int(level_rank[:, -1].max()) + 1
         # Each group's (class, level) key ascends with its id, so one search finds where the
         # groups of every (class, level) start.
-        group_key = (np.arange(n_classes)[:, None] * n_levels + level_rank)[new_group]
+        group_key = (rows * n_levels + level_rank)[new_group]
         level_start = np.searchsorted(group_key, np.arange(n_classes * n_levels + 1)).tolist()
         group_server = sorted_server[new_group]
         offset = len(group_server)
-        tot_at = offset + np.arange(n_classes)[:, None] * n_levels + self.level
+        tot_at = offset + rows * n_levels + self.level
         server_at = offset + n_classes * n_levels + self.server[None, :]
         self._cells = np.ascontiguousarray(np.concatenate([group_of, tot_at, server_at]).T)
         self._counts = np.bincount(self._cells[self.free].ravel(),
