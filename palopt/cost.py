@@ -191,10 +191,14 @@ def job_placements(instance: Instance, jobs: Sequence[Job],
     -------
     list of JobPlacement
     """
-    placed = [k for k, g in enumerate(gpu_sets) if g is not None and len(g)]
+    placed: list[int] = []
+    sets: list[Sequence[int] | np.ndarray] = []
+    for k, g in enumerate(gpu_sets):
+        if g is not None and len(g):
+            placed.append(k)
+            sets.append(g)
     parts: dict[int, tuple[int, int, float, float, int, float]] = {}
     if placed:
-        sets = [gpu_sets[k] for k in placed]
         sizes = [len(g) for g in sets]
         bounds = np.cumsum([0, *sizes]).tolist()
         gpus = np.concatenate(sets).astype(np.int64, copy=False)
