@@ -102,7 +102,7 @@ class FreePool:
         group_of[rows, order] = (np.cumsum(new_group) - 1).reshape(n_classes, n)
         self.values = [sorted_sd[c, new_level[c]] for c in range(n_classes)]
         self.first_seen = [order[c, new_level[c]] for c in range(n_classes)]
-        n_levels = int(level_rank[:, -1].max()) + 1
+        n_levels = max(len(v) for v in self.values)
         # Each group's (class, level) key ascends with its id, so one search finds where the
         # groups of every (class, level) start.
         group_key = (rows * n_levels + level_rank)[new_group]
