@@ -191,33 +191,37 @@ def job_placements(instance: Instance, jobs: Sequence[Job],
     -------
     list of JobPlacement
     """
-    placed = [k for k, g in enumerate(gpu_sets) if g is not None and len(g)]
-    parts: dict[int, tuple[tuple[int, ...], float, float, str, float]] = {}
+    placed: list[int] = []
+    sets: list[Sequence[int] | np.ndarray] = []
+    for k, g in enumerate(gpu_sets):
+        if g is not None and len(g):
+            placed.append(k)
+            sets.append(g)
+    parts: dict[int, tuple[int, int, float, float, int, float]] = {}
     if placed:
-        arrays = [np.asarray(gpu_sets[k], dtype=np.int64) for k in placed]
-        sizes = np.array([len(a) for a in arrays])
-        starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-        gpus = np.concatenate(arrays)
-        segment = np.repeat(np.arange(len(placed)), sizes)
-        gpus = gpus[np.lexsort((gpus, segment))]
-        classes = np.array([instance.class_index[jobs[k].job_class] for k in placed])
-        cost, sf, tier, pen = _cost_parts(instance, classes, gpus, starts)
+        sizes = [len(g) for g in sets]
+        bounds = np.cumsum([0, *sizes]).tolist()
+        gpus = np.concatenate(sets).astype(np.int64, copy=False)
+        gpus = gpus[np.lexsort((gpus, np.repeat(np.arange(len(placed)), sizes)))]
+        class_index = instance.class_index
+        classes = np.array([class_index[jobs[k].job_class] for k in placed])
+        cost, sf, tier, pen = _cost_parts(instance, classes, gpus, np.array(bounds[:-1]))
         tiers = instance.topology.tiers
-        bounds = np.append(starts, len(gpus)).tolist()
         flat = gpus.tolist()
-        for i, (k, co, s, t, p) in enumerate(zip(placed, cost.tolist(), sf.tolist(),
-                                                 tier.tolist(), pen.tolist(), strict=True)):
-            parts[k] = (tuple(flat[bounds[i]:bounds[i + 1]]), co, s, tiers[t], p)
+        parts = dict(zip(placed, zip(bounds[:-1], bounds[1:], cost.tolist(), sf.tolist(),
+                                     tier.tolist(), pen.tolist(), strict=True), strict=True))
     out = []
     for k, job in enumerate(jobs):
-        if k not in parts:
+        part = parts.get(k)
+        if part is None:
             action = Action.PREEMPT if job.is_running else Action.WAIT
-            out.append(JobPlacement(job.id, (), action, reason=reasons[k] or "not placed"))
+            out.append(JobPlacement.record(job.id, (), action, reason=reasons[k] or "not placed"))
             continue
-        chosen, co, s, t, p = parts[k]
+        lo, hi, co, s, t, p = part
+        chosen = tuple(flat[lo:hi])
         if job.is_running:
             action = Action.KEEP if chosen == tuple(sorted(job.current_gpus)) else Action.MIGRATE
         else:
             action = Action.START
-        out.append(JobPlacement(job.id, chosen, action, co, s, t, p))
+        out.append(JobPlacement.record(job.id, chosen, action, co, s, tiers[t], p))
     return out

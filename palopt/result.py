@@ -67,6 +67,26 @@ class JobPlacement:
         """Whether the job got GPUs."""
         return bool(self.gpus)
 
+    @classmethod
+    def record(cls, job_id: str, gpus: tuple[int, ...], action: str, cost: float | None = None,
+               slowdown: float | None = None, tier: str | None = None,
+               penalty: float | None = None, reason: str | None = None) -> JobPlacement:
+        """The same as ``JobPlacement(...)``, about twice as fast (one is built per queued job).
+
+        The frozen dataclass ``__init__`` sets each field through ``object.__setattr__``; this
+        fills the instance dictionary in one call instead (there is no ``__post_init__``).
+
+        Examples
+        --------
+        >>> JobPlacement.record("j", (0, 1), Action.START, 1.7, 1.0, "rack", 1.7) == (
+        ...     JobPlacement("j", (0, 1), Action.START, 1.7, 1.0, "rack", 1.7))
+        True
+        """
+        placement = object.__new__(cls)
+        placement.__dict__.update(job_id=job_id, gpus=gpus, action=action, cost=cost,
+                                  slowdown=slowdown, tier=tier, penalty=penalty, reason=reason)
+        return placement
+
 
 @dataclass(frozen=True)
 class PlacementResult:

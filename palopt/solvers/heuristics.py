@@ -214,9 +214,10 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
                 break
             servers, counts = pool.groups[c][lvl]
             run[servers] += counts
-            reached = run[servers]
-            if len(reached) and reached[reached.argmax()] >= n:
-                return pool.server_gpus_at(c, int(run.argmax()), lvl)[:n]
+            # Only servers of this level gained, and none had n before: a plain argmax suffices.
+            best = int(run.argmax())
+            if run[best] >= n:
+                return pool.server_gpus_at(c, best, lvl)[:n]
     return pool.pm_first(c, n, best_fit=ctx.fixed)
 
 

@@ -87,28 +87,29 @@ class FreePool:
         # Per class, GPUs sorted by (slowdown, index), i.e. by (level, server, index): levels and
         # groups are runs of that order.
         order = np.argsort(sd, axis=1, kind="stable")
-        sorted_sd = np.take_along_axis(sd, order, axis=1)
+        rows = np.arange(n_classes)[:, None]
+        sorted_sd = sd[rows, order]
         new_level = np.ones((n_classes, n), dtype=bool)
         new_level[:, 1:] = sorted_sd[:, 1:] != sorted_sd[:, :-1]
         sorted_server = self.server[order]
         new_group = new_level.copy()
         new_group[:, 1:] |= sorted_server[:, 1:] != sorted_server[:, :-1]
+        level_rank = np.cumsum(new_level, axis=1) - 1
         self.level = np.empty((n_classes, n), dtype=np.int64)
-        np.put_along_axis(self.level, order, np.cumsum(new_level, axis=1) - 1, axis=1)
+        self.level[rows, order] = level_rank
         group_of = np.empty((n_classes, n), dtype=np.int64)
-        np.put_along_axis(group_of, order, (np.cumsum(new_group) - 1).reshape(n_classes, n),
-                          axis=1)  # group ids numbered across classes, class 0's first
+        # group ids numbered across classes, class 0's first
+        group_of[rows, order] = (np.cumsum(new_group) - 1).reshape(n_classes, n)
         self.values = [sorted_sd[c, new_level[c]] for c in range(n_classes)]
         self.first_seen = [order[c, new_level[c]] for c in range(n_classes)]
-        group_server = [sorted_server[c, new_group[c]] for c in range(n_classes)]
-        level_start = [
-            np.searchsorted(np.cumsum(new_level[c])[new_group[c]] - 1,
-                            np.arange(len(self.values[c]) + 1)).tolist()
-            for c in range(n_classes)
-        ]
-        offset = int(new_group.sum())
         n_levels = max(len(v) for v in self.values)
-        tot_at = offset + np.arange(n_classes)[:, None] * n_levels + self.level
+        # Each group's (class, level) key ascends with its id, so one search finds where the
+        # groups of every (class, level) start.
+        group_key = (rows * n_levels + level_rank)[new_group]
+        level_start = np.searchsorted(group_key, np.arange(n_classes * n_levels + 1)).tolist()
+        group_server = sorted_server[new_group]
+        offset = len(group_server)
+        tot_at = offset + rows * n_levels + self.level
         server_at = offset + n_classes * n_levels + self.server[None, :]
         self._cells = np.ascontiguousarray(np.concatenate([group_of, tot_at, server_at]).T)
         self._counts = np.bincount(self._cells[self.free].ravel(),
@@ -117,16 +118,18 @@ class FreePool:
         self.server_free = self._counts[offset + n_classes * n_levels:]
         self.n_free = int(self.free.sum())
         self._taken = n_levels  # the level ``avail`` shows for a GPU that is not free
-        self.avail = np.where(self.free, self.level, self._taken)
+        # ``avail`` is a view of a GPU-major array: updating a few GPUs then writes whole rows
+        # (numpy is much slower at writing a few columns).
+        self._avail_rows = np.where(self.free[:, None], self.level.T, self._taken)
+        self.avail = self._avail_rows.T
         self._bounds = self.start.tolist()
         self._index = np.arange(n)
+        self._scratch = np.empty(s, dtype=np.int64)  # room for one level's groups
         self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = []
-        begin = 0
-        for servers, starts in zip(group_server, level_start, strict=True):
-            counts = self._counts[begin:begin + len(servers)]
-            self.groups.append([(servers[lo:hi], counts[lo:hi])
+        for c, values in enumerate(self.values):
+            starts = level_start[c * n_levels:c * n_levels + len(values) + 1]
+            self.groups.append([(group_server[lo:hi], self._counts[lo:hi])
                                 for lo, hi in zip(starts[:-1], starts[1:], strict=True)])
-            begin += len(servers)
 
     def take(self, gpus: np.ndarray) -> None:
         """Mark ``gpus`` (free, distinct dense GPU indices) as used, updating every counter."""
@@ -141,10 +144,10 @@ class FreePool:
         if len(gpus) == 1:  # the common case: one GPU owns distinct counters, so no ufunc.at
             g = gpus[0]
             self._counts[self._cells[g]] += delta
-        else:
-            np.add.at(self._counts, self._cells[gpus].ravel(), delta)
+        else:  # (take: cheaper than fancy indexing for whole rows)
+            np.add.at(self._counts, self._cells.take(gpus, axis=0).ravel(), delta)
         self.free[g] = free
-        self.avail[:, g] = self.level[:, g] if free else self._taken
+        self._avail_rows[g] = self.level.T[g] if free else self._taken
         self.n_free += delta * len(gpus)
 
     def server_gpus(self, s: int) -> np.ndarray:
@@ -206,8 +209,12 @@ class FreePool:
         if n == 1:
             # The group with the fewest (but some) free GPUs: as unsigned, count - 1 wraps
             # around to the largest value for an empty group.
-            s = int(servers[(row - 1).view(np.uint64).argmin()])
-            return self.server_gpus_at(c, s, top, exact=True)[:1]
+            less = np.subtract(row, 1, out=self._scratch[:len(row)])  # (no new array: cheaper)
+            s = int(servers[less.view(np.uint64).argmin()])
+            lo = self._bounds[s]
+            # Its first GPU of level ``top``; list.index beats numpy on a server's few GPUs.
+            g = lo + self.avail[c, lo:self._bounds[s + 1]].tolist().index(top)
+            return self._index[g:g + 1]
         parts: list[np.ndarray] = []
         need = n
         if top > 0:
