@@ -46,6 +46,7 @@ from palopt.instance import Instance, Job
 from palopt.result import PlacementResult
 from palopt.solvers.base import build_result, register
 from palopt.solvers.pool import FreePool
+from palopt.solvers.round import admitted_prefix
 
 __all__ = [
     "HeuristicSolver",
@@ -298,8 +299,7 @@ CHOOSERS: dict[str, Chooser] = {
 def _class_sorted_order(instance: Instance, cls: np.ndarray) -> list[int]:
     """The window (longest queue prefix whose demands fit the available GPUs) stable-sorted by
     class priority (the order of ``instance.classes``), then the rest of the queue."""
-    demand = np.cumsum([job.num_gpus for job in instance.queue])
-    end = int(np.searchsorted(demand, instance.n_available, side="right"))
+    end = admitted_prefix(instance)
     window = np.argsort(cls[:end], kind="stable")
     return window.tolist() + list(range(end, len(instance.queue)))
 
