@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from palopt.errors import InputError
 from palopt.result import Status
 from palopt.solvers.base import register
 from palopt.solvers.exact.model import SparseModel
@@ -65,15 +62,7 @@ class CpSatSolver(ExactSolver):
         return BackendAnswer(Status.NO_SOLUTION, None, None)
 
 
-def _make(**config: Any) -> CpSatSolver:
-    allowed = {"mode", "keep_running", "time_limit", "workers", "scale", "warm_start",
-               "formulation", "gap"}
-    unknown = set(config) - allowed
-    if unknown:
-        key = sorted(unknown)[0]
-        raise InputError(f"cpsat.{key}", config[key], "unknown option for this solver")
-    return CpSatSolver(**config)
 
-
-register("cpsat", _make, "Exact (CP-SAT): pattern model of the cost objective, warm-started",
+register("cpsat", CpSatSolver.from_config,
+         "Exact (CP-SAT): pattern model of the cost objective, warm-started",
          requires=("ortools",))

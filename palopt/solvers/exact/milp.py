@@ -50,6 +50,8 @@ class MilpSolver(ExactSolver):
 
     name = "milp"
 
+    OPTIONS = (*ExactSolver.OPTIONS, "backend")
+
     def __init__(self, backend: str = "cbc", **options: Any) -> None:
         if backend not in BACKENDS:
             raise InputError("milp.backend", backend, f"must be one of {', '.join(BACKENDS)}")
@@ -147,15 +149,7 @@ class MilpSolver(ExactSolver):
         return BackendAnswer(Status.NO_SOLUTION, None, bound)
 
 
-def _make(**config: Any) -> MilpSolver:
-    allowed = {"backend", "mode", "keep_running", "time_limit", "workers", "scale", "warm_start",
-               "formulation", "gap"}
-    unknown = set(config) - allowed
-    if unknown:
-        key = sorted(unknown)[0]
-        raise InputError(f"milp.{key}", config[key], "unknown option for this solver")
-    return MilpSolver(**config)
 
-
-register("milp", _make, "Exact (MILP): pattern model via PuLP/CBC or HiGHS (backend=cbc|highs)",
+register("milp", MilpSolver.from_config,
+         "Exact (MILP): pattern model via PuLP/CBC or HiGHS (backend=cbc|highs)",
          requires=("pulp",))

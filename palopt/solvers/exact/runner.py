@@ -106,6 +106,24 @@ class ExactSolver:
 
     name = "exact"
     accepts_start = True
+    #: The options :meth:`from_config` accepts (the constructor's keyword arguments).
+    OPTIONS: tuple[str, ...] = ("mode", "keep_running", "time_limit", "workers", "scale",
+                                "warm_start", "formulation", "gap")
+
+    @classmethod
+    def from_config(cls, **config: Any) -> ExactSolver:
+        """The registry factory: the solver with ``config``, rejecting unknown options.
+
+        Raises
+        ------
+        InputError
+            Naming the first unknown option.
+        """
+        unknown = sorted(set(config) - set(cls.OPTIONS))
+        if unknown:
+            raise InputError(f"{cls.name}.{unknown[0]}", config[unknown[0]],
+                             "unknown option for this solver")
+        return cls(**config)
 
     def __init__(self, mode: str = "prefix", keep_running: bool = False,
                  time_limit: float = DEFAULT_TIME_LIMIT, workers: int = 1,
