@@ -12,6 +12,7 @@ from palopt.cost import assert_feasible
 from palopt.errors import InputError
 from palopt.instance import penalty_matrix
 from palopt.result import Action, PlacementResult
+from palopt.solvers import heuristics
 from palopt.solvers.base import get_solver
 from palopt.solvers.heuristics import (
     RoundContext,
@@ -327,3 +328,26 @@ def check_window(inst: Instance, result: PlacementResult) -> None:
     demand = np.cumsum([j.num_gpus for j in inst.queue])
     window = int(np.searchsorted(demand, inst.n_available, side="right"))
     assert [p.placed for p in result.placements] == [i < window for i in range(len(inst.queue))]
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 10_000), servers=st.integers(2, 12), per=st.sampled_from([2, 4, 8]),
+       fixed=st.booleans())
+def test_pal_many_levels_path_equals_the_walk(seed, servers, per, fixed):
+    """Unbinned profiles (many distinct slowdowns) take an array shortcut through PAL's walk;
+    it must choose exactly what the level-by-level walk chooses."""
+    rng = np.random.default_rng(seed)
+    topo = build_cluster(1, servers, per)
+    sd = rng.lognormal(0.0, 0.05, (2, topo.n_gpus))
+    queue = tuple(Job(f"j{i}", int(rng.choice([1, 2, 2, 3, per])), ("A", "B")[i % 2])
+                  for i in range(servers * per // 2))
+    inst = Instance(topo, ("A", "B"), sd, penalty_matrix(topo, ("A", "B"), 1.3), queue,
+                    busy=rng.random(topo.n_gpus) < 0.2)
+    solver = get_solver("pal", variant="fixed" if fixed else "artifact")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(heuristics, "_MANY_LEVELS", 0)
+        shortcut = solver.solve(inst).assignment()
+        mp.setattr(heuristics, "_MANY_LEVELS", 10**9)
+        walk = solver.solve(inst).assignment()
+    assert shortcut == walk
+    assert_feasible(inst, shortcut)

@@ -207,6 +207,8 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
         return None
     within, across = ctx.walk[c]
     free = pool.server_free
+    if len(within) > _MANY_LEVELS and pool.n_servers * pool.max_server_size == len(pool.free):
+        return _pal_many_levels(pool, c, n, within, across[top], best_fit=ctx.fixed)
     if free[free.argmax()] >= n:  # (argmax and a lookup: cheaper than max)
         limit = across[top]
         run = np.zeros(pool.n_servers, dtype=np.int64)  # free GPUs of level <= lvl per server
@@ -220,6 +222,25 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
             if run[best] >= n:
                 return pool.server_gpus_at(c, best, lvl)[:n]
     return pool.pm_first(c, n, best_fit=ctx.fixed)
+
+
+#: Above this many distinct slowdowns in a class (an unbinned profile), PAL finds the first
+#: feasible within-server level directly instead of walking the levels one by one.
+_MANY_LEVELS = 64
+
+
+def _pal_many_levels(pool: FreePool, c: int, n: int, within: Ranks, limit: int,
+                     best_fit: bool) -> np.ndarray | None:
+    """:func:`choose_pal`'s walk for servers of equal size, by array operations: the first
+    level at which some server has ``n`` free GPUs of that level or below is the smallest
+    ``n``-th lowest free level over the servers; the walk takes it if its rank is within
+    ``limit``, on the first server with the most such GPUs."""
+    levels = pool.avail[c].reshape(pool.n_servers, pool.max_server_size)
+    first = int(np.partition(levels, n - 1, axis=1)[:, n - 1].min())
+    if first < len(within) and within[first] <= limit:
+        best = int((levels <= first).sum(axis=1).argmax())
+        return pool.server_gpus_at(c, best, first)[:n]
+    return pool.pm_first(c, n, best_fit=best_fit)
 
 
 def choose_packed(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray | None:
