@@ -43,8 +43,9 @@ def binned_slowdowns(rng: np.random.Generator, n_gpus: int) -> np.ndarray:
     return np.array(rows)
 
 
-def make_instance(n_gpus: int, n_jobs: int, seed: int = 0) -> Instance:
-    """A seeded benchmark instance (see the module documentation)."""
+def make_instance(n_gpus: int, n_jobs: int, seed: int = 0, unbinned: bool = False) -> Instance:
+    """A seeded benchmark instance (see the module documentation); ``unbinned`` adds 3%
+    lognormal noise to every slowdown, so every GPU has its own value (a raw profile)."""
     rng = np.random.default_rng(seed)
     servers = n_gpus // 4
     racks = max(1, servers // 32)
@@ -58,8 +59,10 @@ def make_instance(n_gpus: int, n_jobs: int, seed: int = 0) -> Instance:
         if i < n_jobs // 2 and len(spare) >= k:
             current, spare = tuple(sorted(spare[:k].tolist())), spare[k:]
         queue.append(Job(f"j{i}", k, CLASSES[c], current_gpus=current))
-    return Instance(topo, CLASSES, binned_slowdowns(rng, topo.n_gpus),
-                    penalty_matrix(topo, CLASSES, 1.7), tuple(queue))
+    slowdown = binned_slowdowns(rng, topo.n_gpus)
+    if unbinned:
+        slowdown = slowdown * rng.lognormal(0.0, 0.03, slowdown.shape)
+    return Instance(topo, CLASSES, slowdown, penalty_matrix(topo, CLASSES, 1.7), tuple(queue))
 
 
 def median_times(name: str, inst: Instance, repeats: int) -> tuple[float, float]:
@@ -82,11 +85,13 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, nargs="*", help="queue lengths (with --size)")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--profile", metavar="SOLVER", help="cProfile one solver instead")
+    parser.add_argument("--unbinned", action="store_true",
+                        help="raw slowdowns (every GPU its own value) instead of 3-6 levels")
     args = parser.parse_args()
     cases = list(zip(args.size, args.jobs, strict=True)) if args.size else list(TARGETS)
     if args.profile:
         for n_gpus, n_jobs in cases:
-            inst = make_instance(n_gpus, n_jobs)
+            inst = make_instance(n_gpus, n_jobs, unbinned=args.unbinned)
             solver = get_solver(args.profile)
             with cProfile.Profile() as prof:
                 for r in range(args.repeats):
@@ -99,7 +104,7 @@ def main() -> None:
     print(f"{'solver':<18}{'GPUs':>7}{'jobs':>6}{'placed':>8}{'wall ms':>9}{'cpu ms':>8}"
           "  target (median wall)")
     for n_gpus, n_jobs in cases:
-        inst = make_instance(n_gpus, n_jobs)
+        inst = make_instance(n_gpus, n_jobs, unbinned=args.unbinned)
         for name in names:
             wall, cpu = median_times(name, inst, args.repeats)
             placed = get_solver(name).solve(inst, seed=0).n_placed
