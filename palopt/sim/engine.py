@@ -271,10 +271,9 @@ class Simulator:
         self.solver: Solver = get_solver(solver) if isinstance(solver, str) else solver
         self.policy = get_policy(policy)
         sticky = getattr(self.solver, "sticky", None)
-        # A round whose input equals the last one's, after a decision that changed nothing,
-        # gets the same decision again: true of deterministic solvers, and of the random sticky
-        # frame too (its chooser draws only when a job fits, which would have changed something).
-        self.reusable = not self.solver_name.startswith("random") or sticky is True
+        # A solver without the attribute is taken to give the same decision for the same input
+        # (see HeuristicSolver.repeatable).
+        self.reusable = bool(getattr(self.solver, "repeatable", True))
         # The non-sticky heuristics stop at the first job that does not fit and the jobs past
         # the window (the longest prefix that fits the cluster) never fit: pass them no further.
         self._cut_window = sticky is False and not cfg.backfill and cfg.shortcuts

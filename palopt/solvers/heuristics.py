@@ -452,6 +452,14 @@ class HeuristicSolver:
         self.class_sort = class_sort
         self.variant = variant
 
+    @property
+    def repeatable(self) -> bool:
+        """Whether a round whose input equals the last one's, after a decision that changed
+        nothing, gets that decision again: true of the deterministic policies, and of the random
+        sticky frame (its chooser draws only when a job fits, which would have changed
+        something). The simulator skips such rounds."""
+        return self.policy != "random" or self.sticky
+
     def solve(self, instance: Instance, *, time_limit: float | None = None,
               seed: int | None = None) -> PlacementResult:
         """Place the queue. ``time_limit`` is ignored (heuristics take milliseconds)."""
