@@ -85,8 +85,11 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, nargs="*", help="queue lengths (with --size)")
     parser.add_argument("--repeats", type=int, default=15)
     parser.add_argument("--profile", metavar="SOLVER", help="cProfile one solver instead")
-    parser.add_argument("--unbinned", action="store_true",
-                        help="raw slowdowns (every GPU its own value) instead of 3-6 levels")
+    parser.add_argument(
+        "--unbinned",
+        action="store_true",
+        help="raw slowdowns (every GPU its own value) instead of 3-6 levels",
+    )
     args = parser.parse_args()
     cases = list(zip(args.size, args.jobs, strict=True)) if args.size else list(TARGETS)
     if args.profile:
@@ -98,21 +101,38 @@ def main() -> None:
                     solver.solve(inst, seed=r)
             pstats.Stats(prof).sort_stats("cumulative").print_stats(25)
         return
-    names = [s.name for s in list_solvers() if s.name in
-             ("pal", "pmfirst", "packed-sticky", "packed-nonsticky", "random-sticky",
-              "random-nonsticky")]
-    print(f"{'solver':<18}{'GPUs':>7}{'jobs':>6}{'placed':>8}{'wall ms':>9}{'cpu ms':>8}"
-          "  target (median wall)")
+    names = [
+        s.name
+        for s in list_solvers()
+        if s.name
+        in (
+            "pal",
+            "pmfirst",
+            "packed-sticky",
+            "packed-nonsticky",
+            "random-sticky",
+            "random-nonsticky",
+        )
+    ]
+    print(
+        f"{'solver':<18}{'GPUs':>7}{'jobs':>6}{'placed':>8}{'wall ms':>9}{'cpu ms':>8}"
+        "  target (median wall)"
+    )
     for n_gpus, n_jobs in cases:
         inst = make_instance(n_gpus, n_jobs, unbinned=args.unbinned)
         for name in names:
             wall, cpu = median_times(name, inst, args.repeats)
             placed = get_solver(name).solve(inst, seed=0).n_placed
             target = TARGETS.get((n_gpus, n_jobs)) if name == "pal" else None
-            verdict = "" if target is None else (
-                f"< {target * 1e3:.0f} ms {'ok' if wall < target else 'MISSED'}")
-            print(f"{name:<18}{n_gpus:>7}{n_jobs:>6}{placed:>8}{wall * 1e3:>9.2f}"
-                  f"{cpu * 1e3:>8.2f}  {verdict}")
+            verdict = (
+                ""
+                if target is None
+                else (f"< {target * 1e3:.0f} ms {'ok' if wall < target else 'MISSED'}")
+            )
+            print(
+                f"{name:<18}{n_gpus:>7}{n_jobs:>6}{placed:>8}{wall * 1e3:>9.2f}"
+                f"{cpu * 1e3:>8.2f}  {verdict}"
+            )
 
 
 if __name__ == "__main__":

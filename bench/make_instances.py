@@ -34,21 +34,35 @@ ROOT = Path(__file__).resolve().parent.parent
 LICENCE = "MIT (PAL artifact, hal-uw/blox-pal; see LICENSE-pal-artifact.txt)"
 
 #: The artifact simulator's model -> class mapping (see ../shared/data/README.md).
-MODEL_CLASS = {"resnet50": "classA", "BERT": "classB", "GPT2": "classB", "DCGAN": "classB",
-               "vgg19": "classC", "PointNet": "classD"}
+MODEL_CLASS = {
+    "resnet50": "classA",
+    "BERT": "classB",
+    "GPT2": "classB",
+    "DCGAN": "classB",
+    "vgg19": "classC",
+    "PointNet": "classD",
+}
 
 
 def trace_jobs(data: Path) -> pd.DataFrame:
     """All jobs of the eight Sia-Philly traces: ``num_gpus`` and ``job_class``."""
     frames = [pd.read_csv(f) for f in sorted((data / "traces").glob("sia-philly-workload-*.csv"))]
     jobs = pd.concat(frames, ignore_index=True)
-    return pd.DataFrame({"num_gpus": jobs["num_gpus"].to_numpy(),
-                         "job_class": jobs["model"].map(MODEL_CLASS).to_numpy()})
+    return pd.DataFrame(
+        {
+            "num_gpus": jobs["num_gpus"].to_numpy(),
+            "job_class": jobs["model"].map(MODEL_CLASS).to_numpy(),
+        }
+    )
 
 
-def draw_queue(rng: np.random.Generator, sizes: Sequence[int] | np.ndarray,
-               classes: Sequence[str] | np.ndarray,
-               topology: Topology, n_running: int) -> list[Job]:
+def draw_queue(
+    rng: np.random.Generator,
+    sizes: Sequence[int] | np.ndarray,
+    classes: Sequence[str] | np.ndarray,
+    topology: Topology,
+    n_running: int,
+) -> list[Job]:
     """Jobs ``j00, j01, ...``; the first ``n_running`` that fit get GPUs as running jobs.
 
     A running job of at most one server's GPUs sits on one random server with room; a larger
@@ -66,15 +80,16 @@ def draw_queue(rng: np.random.Generator, sizes: Sequence[int] | np.ndarray,
                 ok = np.flatnonzero(room >= n)
                 if len(ok):
                     s = int(rng.choice(ok))
-                    gpus = np.flatnonzero(free[starts[s]: starts[s] + sizes_s[s]]) + starts[s]
+                    gpus = np.flatnonzero(free[starts[s] : starts[s] + sizes_s[s]]) + starts[s]
                     current = tuple(sorted(int(g) for g in rng.choice(gpus, n, replace=False)))
             else:
                 whole = np.flatnonzero(room == sizes_s)
                 need = -(-n // per_server)
                 if len(whole) >= need:
                     servers = rng.choice(whole, need, replace=False)
-                    gpus = np.concatenate([np.arange(starts[s], starts[s] + sizes_s[s])
-                                           for s in sorted(servers)])
+                    gpus = np.concatenate(
+                        [np.arange(starts[s], starts[s] + sizes_s[s]) for s in sorted(servers)]
+                    )
                     current = tuple(int(g) for g in gpus[:n])
             free[list(current)] = False
         jobs.append(Job(f"j{i:02d}", int(n), str(cls), 1.0, current))
@@ -84,8 +99,9 @@ def draw_queue(rng: np.random.Generator, sizes: Sequence[int] | np.ndarray,
 def longhorn_32gpu(data: Path) -> Instance:
     """The 32-GPU instance (see the module docstring)."""
     topo = build_cluster(racks=1, servers_per_rack=8, gpus_per_server=4)
-    profile = assign_profile(load_artifact_table(data / "variability" / "32gpu-variability.csv"),
-                             topo, seed=None)
+    profile = assign_profile(
+        load_artifact_table(data / "variability" / "32gpu-variability.csv"), topo, seed=None
+    )
     rng = np.random.default_rng(32)
     mix = trace_jobs(data)["job_class"].value_counts(normalize=True).sort_index()
     sizes = rng.choice([1, 2, 4, 8], size=16, p=[0.6, 0.15, 0.15, 0.1])
@@ -97,47 +113,53 @@ def longhorn_32gpu(data: Path) -> Instance:
 def longhorn_256gpu(data: Path) -> Instance:
     """The 256-GPU instance (see the module docstring)."""
     topo = build_cluster(racks=2, servers_per_rack=32, gpus_per_server=4)
-    profile = assign_profile(load_longhorn(data / "variability"), topo, seed=256,
-                             missing="sample", by="server")
+    profile = assign_profile(
+        load_longhorn(data / "variability"), topo, seed=256, missing="sample", by="server"
+    )
     rng = np.random.default_rng(256)
     trace = trace_jobs(data)
     rows = trace.iloc[rng.choice(len(trace), size=64, replace=True)]
-    queue = draw_queue(rng, rows["num_gpus"].to_numpy(), rows["job_class"].to_numpy(), topo,
-                       n_running=12)
-    return build_instance(profile, topo, {"server": 1.0, "rack": 1.7, "cluster": 2.2}, queue,
-                          method="kmeans")
+    queue = draw_queue(
+        rng, rows["num_gpus"].to_numpy(), rows["job_class"].to_numpy(), topo, n_running=12
+    )
+    return build_instance(
+        profile, topo, {"server": 1.0, "rack": 1.7, "cluster": 2.2}, queue, method="kmeans"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Write the instances and the artifact's licence."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path,
-                        default=ROOT.parent / "shared" / "data" / "pal-artifact")
+    parser.add_argument(
+        "--data", type=Path, default=ROOT.parent / "shared" / "data" / "pal-artifact"
+    )
     parser.add_argument("--out", type=Path, default=ROOT / "instances")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(args.data / "LICENSE.txt", args.out / "LICENSE-pal-artifact.txt")
     save_instance(
-        longhorn_32gpu(args.data), args.out / "longhorn-32gpu.json",
+        longhorn_32gpu(args.data),
+        args.out / "longhorn-32gpu.json",
         name="longhorn-32gpu",
         source="PAL artifact (hal-uw/blox-pal) variability/32gpu-variability.csv: 32 TACC "
-               "Longhorn V100 GPUs, PerfVar_classA..D; levels by the artifact's binning rule",
+        "Longhorn V100 GPUs, PerfVar_classA..D; levels by the artifact's binning rule",
         licence=LICENCE,
         description="8 servers x 4 GPUs, penalty 1.7 across servers, 16 jobs (4 running) "
-                    "drawn with seed 32; regenerate: python bench/make_instances.py",
+        "drawn with seed 32; regenerate: python bench/make_instances.py",
     )
     save_instance(
-        longhorn_256gpu(args.data), args.out / "longhorn-256gpu.json",
+        longhorn_256gpu(args.data),
+        args.out / "longhorn-256gpu.json",
         name="longhorn-256gpu",
         source="PAL artifact (hal-uw/blox-pal) variability/{resnet,bert,pagerank}-longhorn-agg"
-               ".csv: per-GPU median run, normalised to the median GPU, joined on "
-               "cabinet-node-device; 64 whole measured servers drawn with seed 256 "
-               "(by='server', missing='sample'); levels "
-               "by exact 1-D k-means, 2% rule",
+        ".csv: per-GPU median run, normalised to the median GPU, joined on "
+        "cabinet-node-device; 64 whole measured servers drawn with seed 256 "
+        "(by='server', missing='sample'); levels "
+        "by exact 1-D k-means, 2% rule",
         licence=LICENCE,
         description="2 racks x 32 servers x 4 GPUs, penalties 1.7 across servers, 2.2 across "
-                    "racks; 64 jobs resampled from the Sia-Philly traces (12 running) with "
-                    "seed 256; regenerate: python bench/make_instances.py",
+        "racks; 64 jobs resampled from the Sia-Philly traces (12 running) with "
+        "seed 256; regenerate: python bench/make_instances.py",
     )
     print(f"wrote {args.out}/longhorn-32gpu.json, {args.out}/longhorn-256gpu.json")
     return 0

@@ -46,6 +46,7 @@ __all__ = ["Binning", "METHODS", "bin_values", "kmeans_1d"]
 
 METHODS = ("kmeans", "artifact")
 
+
 @dataclass(frozen=True, eq=False)
 class Binning:
     """Levels of a set of values.
@@ -137,10 +138,12 @@ class _KMeansDP:
                 cost[mid] = best
                 start[mid] = arg
                 left, right = jl < mid, mid < jr
-                jl, jr, il, ir = (np.concatenate((jl[left], mid[right] + 1)),
-                                  np.concatenate((mid[left] - 1, jr[right])),
-                                  np.concatenate((il[left], arg[right])),
-                                  np.concatenate((arg[left], ir[right])))
+                jl, jr, il, ir = (
+                    np.concatenate((jl[left], mid[right] + 1)),
+                    np.concatenate((mid[left] - 1, jr[right])),
+                    np.concatenate((il[left], arg[right])),
+                    np.concatenate((arg[left], ir[right])),
+                )
             self.cost.append(cost)
             self.start.append(start)
 

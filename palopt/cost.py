@@ -65,22 +65,26 @@ def job_cost(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray) -> 
     CostBreakdown(cost=1.7999999999999998, slowdown=1.2, tier='rack', penalty=1.5)
     """
     c = np.array([instance.class_index[job.job_class]])
-    cost, sf, tier, pen = _cost_parts(instance, c, np.asarray(gpus, dtype=np.int64),
-                                      np.zeros(1, dtype=np.int64))
-    return CostBreakdown(float(cost[0]), float(sf[0]), instance.topology.tiers[int(tier[0])],
-                         float(pen[0]))
+    cost, sf, tier, pen = _cost_parts(
+        instance, c, np.asarray(gpus, dtype=np.int64), np.zeros(1, dtype=np.int64)
+    )
+    return CostBreakdown(
+        float(cost[0]), float(sf[0]), instance.topology.tiers[int(tier[0])], float(pen[0])
+    )
 
 
-def _cost_parts(instance: Instance, classes: np.ndarray, gpus: np.ndarray, starts: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _cost_parts(
+    instance: Instance, classes: np.ndarray, gpus: np.ndarray, starts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The cost formula for many GPU sets at once: set ``k`` is ``gpus[starts[k]:starts[k+1]]``
     (non-empty) for class ``classes[k]``. Returns cost, max slowdown, tier index and penalty
     per set."""
     sizes = np.diff(np.append(starts, len(gpus)))
     sf = np.maximum.reduceat(instance.slowdown[np.repeat(classes, sizes), gpus], starts)
     groups = instance.topology.groups[:, gpus]
-    same = np.minimum.reduceat(groups, starts, axis=1) == np.maximum.reduceat(groups, starts,
-                                                                             axis=1)
+    same = np.minimum.reduceat(groups, starts, axis=1) == np.maximum.reduceat(
+        groups, starts, axis=1
+    )
     tier = np.argmax(same, axis=0)
     pen = instance.penalty[classes, tier]
     return sf * pen, sf, tier, pen
@@ -153,8 +157,9 @@ def check_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]]) 
             elif g in busy:
                 problems.append(f"job {job_id!r} got busy GPU {instance.topology.gpu_ids[g]}")
             elif g in owner and owner[g] != job_id:
-                problems.append(f"GPU {instance.topology.gpu_ids[g]} given to both "
-                                f"{owner[g]!r} and {job_id!r}")
+                problems.append(
+                    f"GPU {instance.topology.gpu_ids[g]} given to both {owner[g]!r} and {job_id!r}"
+                )
             else:
                 owner[g] = job_id
     return problems
@@ -167,15 +172,19 @@ def assert_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]])
         raise InfeasiblePlacementError("; ".join(problems))
 
 
-def job_placement(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray | None,
-                  reason: str | None = None) -> JobPlacement:
+def job_placement(
+    instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray | None, reason: str | None = None
+) -> JobPlacement:
     """The :class:`JobPlacement` record for ``job`` placed on ``gpus`` (or not placed)."""
     return job_placements(instance, [job], [gpus], [reason])[0]
 
 
-def job_placements(instance: Instance, jobs: Sequence[Job],
-                   gpu_sets: Sequence[Sequence[int] | np.ndarray | None],
-                   reasons: Sequence[str | None]) -> list[JobPlacement]:
+def job_placements(
+    instance: Instance,
+    jobs: Sequence[Job],
+    gpu_sets: Sequence[Sequence[int] | np.ndarray | None],
+    reasons: Sequence[str | None],
+) -> list[JobPlacement]:
     """:func:`job_placement` for many jobs, with the costs computed in one vectorised pass.
 
     Parameters
@@ -208,8 +217,21 @@ def job_placements(instance: Instance, jobs: Sequence[Job],
         cost, sf, tier, pen = _cost_parts(instance, classes, gpus, np.array(bounds[:-1]))
         tiers = instance.topology.tiers
         flat = gpus.tolist()
-        parts = dict(zip(placed, zip(bounds[:-1], bounds[1:], cost.tolist(), sf.tolist(),
-                                     tier.tolist(), pen.tolist(), strict=True), strict=True))
+        parts = dict(
+            zip(
+                placed,
+                zip(
+                    bounds[:-1],
+                    bounds[1:],
+                    cost.tolist(),
+                    sf.tolist(),
+                    tier.tolist(),
+                    pen.tolist(),
+                    strict=True,
+                ),
+                strict=True,
+            )
+        )
     out = []
     for k, job in enumerate(jobs):
         part = parts.get(k)

@@ -13,11 +13,27 @@ from palopt.topology import Topology
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["FRAME_COLUMNS", "SlurmAllocation", "format_slurm", "local_index", "slurm_allocations",
-           "to_frame"]
+__all__ = [
+    "FRAME_COLUMNS",
+    "SlurmAllocation",
+    "format_slurm",
+    "local_index",
+    "slurm_allocations",
+    "to_frame",
+]
 
-FRAME_COLUMNS = ("job", "action", "n_gpus", "gpus", "servers", "cost", "slowdown", "tier",
-                 "penalty", "reason")
+FRAME_COLUMNS = (
+    "job",
+    "action",
+    "n_gpus",
+    "gpus",
+    "servers",
+    "cost",
+    "slowdown",
+    "tier",
+    "penalty",
+    "reason",
+)
 
 
 def to_frame(result: PlacementResult, instance: Instance) -> pd.DataFrame:
@@ -53,9 +69,18 @@ def to_frame(result: PlacementResult, instance: Instance) -> pd.DataFrame:
     topo = instance.topology
     sizes = {job.id: job.num_gpus for job in instance.queue}
     rows = [
-        (p.job_id, p.action, sizes[p.job_id], tuple(topo.gpu_ids[g] for g in p.gpus),
-         tuple(dict.fromkeys(topo.server_of(g) for g in p.gpus)),
-         p.cost, p.slowdown, p.tier, p.penalty, p.reason)
+        (
+            p.job_id,
+            p.action,
+            sizes[p.job_id],
+            tuple(topo.gpu_ids[g] for g in p.gpus),
+            tuple(dict.fromkeys(topo.server_of(g) for g in p.gpus)),
+            p.cost,
+            p.slowdown,
+            p.tier,
+            p.penalty,
+            p.reason,
+        )
         for p in result.placements
     ]
     frame = pd.DataFrame.from_records(rows, columns=list(FRAME_COLUMNS))
@@ -121,8 +146,9 @@ devices=(('server0', '0,1'), ('server1', '0,1')))]
         for g in sorted(p.gpus):
             per_server.setdefault(topo.server_of(g), []).append(local_index(topo, g))
         nodelist = compress_hostlist(per_server)
-        devices = tuple((s, ",".join(map(str, sorted(per_server[s]))))
-                        for s in expand_hostlist(nodelist))
+        devices = tuple(
+            (s, ",".join(map(str, sorted(per_server[s])))) for s in expand_hostlist(nodelist)
+        )
         out.append(SlurmAllocation(p.job_id, p.action, nodelist, devices))
     return out
 
@@ -147,6 +173,7 @@ def format_slurm(result: PlacementResult, instance: Instance) -> str:
     for a in slurm_allocations(result, instance):
         devices = ";".join(f"{s}={d}" for s, d in a.devices)
         lines.append(f"{a.job}\t{a.action}\t{a.nodelist}\t{devices}")
-    lines.extend(f"# {p.job_id}\t{p.action}\tnot placed: {p.reason}"
-                 for p in result.placements if not p.gpus)
+    lines.extend(
+        f"# {p.job_id}\t{p.action}\tnot placed: {p.reason}" for p in result.placements if not p.gpus
+    )
     return "\n".join(lines)

@@ -156,7 +156,10 @@ def compress_hostlist(names: Iterable[str]) -> str:
     parts: list[tuple[str, str]] = [(p, p) for p in plain]
     for prefix, numbers in groups.items():
         runs = _runs(sorted(numbers, key=lambda d: (int(d), len(d))))
-        text = prefix + runs[0] if len(runs) == 1 and "-" not in runs[0] else \
-            f"{prefix}[{','.join(runs)}]"
+        text = (
+            prefix + runs[0]
+            if len(runs) == 1 and "-" not in runs[0]
+            else f"{prefix}[{','.join(runs)}]"
+        )
         parts.append((prefix, text))
     return ",".join(text for _, text in sorted(parts))

@@ -100,21 +100,30 @@ class Instance:
         bad = ~np.isfinite(sd) | (sd <= 0)
         if bad.any():
             c, g = np.argwhere(bad)[0]
-            raise InputError(f"slowdown.{classes[c]}.{topo.gpu_ids[g]}", float(sd[c, g]),
-                             "must be a finite positive number")
+            raise InputError(
+                f"slowdown.{classes[c]}.{topo.gpu_ids[g]}",
+                float(sd[c, g]),
+                "must be a finite positive number",
+            )
         pen = np.array(self.penalty, dtype=np.float64)
         if pen.shape != (len(classes), t):
             raise InputError("penalty", pen.shape, f"expected shape ({len(classes)}, {t})")
         badp = ~np.isfinite(pen) | (pen <= 0)
         if badp.any():
             c, k = np.argwhere(badp)[0]
-            raise InputError(f"penalties.{classes[c]}.{topo.tiers[k]}", float(pen[c, k]),
-                             "must be a finite positive number")
+            raise InputError(
+                f"penalties.{classes[c]}.{topo.tiers[k]}",
+                float(pen[c, k]),
+                "must be a finite positive number",
+            )
         dec = np.diff(pen, axis=1) < 0
         if dec.any():
             c, k = np.argwhere(dec)[0]
-            raise InputError(f"penalties.{classes[c]}.{topo.tiers[k + 1]}", float(pen[c, k + 1]),
-                             f"must not be below the penalty of tier {topo.tiers[k]!r}")
+            raise InputError(
+                f"penalties.{classes[c]}.{topo.tiers[k + 1]}",
+                float(pen[c, k + 1]),
+                f"must not be below the penalty of tier {topo.tiers[k]!r}",
+            )
         busy = np.array(self.busy, dtype=bool)
         if busy.size == 0:
             busy = np.zeros(n, dtype=bool)
@@ -140,12 +149,14 @@ class Instance:
 
     def replace_queue(self, queue: Sequence[Job]) -> Instance:
         """A copy of this instance with another queue (validated)."""
-        return Instance(self.topology, self.classes, self.slowdown, self.penalty, tuple(queue),
-                        self.busy)
+        return Instance(
+            self.topology, self.classes, self.slowdown, self.penalty, tuple(queue), self.busy
+        )
 
 
-def _check_queue(queue: tuple[Job, ...], class_index: Mapping[str, int], busy: np.ndarray,
-                 n: int) -> None:
+def _check_queue(
+    queue: tuple[Job, ...], class_index: Mapping[str, int], busy: np.ndarray, n: int
+) -> None:
     seen_jobs: set[str] = set()
     held: dict[int, str] = {}
     for i, job in enumerate(queue):
@@ -157,29 +168,36 @@ def _check_queue(queue: tuple[Job, ...], class_index: Mapping[str, int], busy: n
         if job.id in seen_jobs:
             raise InputError(f"{where}.id", job.id, "duplicate job id")
         seen_jobs.add(job.id)
-        if isinstance(job.num_gpus, bool) or not isinstance(job.num_gpus, (int, np.integer)) \
-                or job.num_gpus < 1:
+        if (
+            isinstance(job.num_gpus, bool)
+            or not isinstance(job.num_gpus, (int, np.integer))
+            or job.num_gpus < 1
+        ):
             raise InputError(f"{where}.num_gpus", job.num_gpus, "must be a positive integer")
         if job.num_gpus > n:
-            raise InputError(f"{where}.num_gpus", job.num_gpus,
-                             f"exceeds the cluster's {n} GPUs")
+            raise InputError(f"{where}.num_gpus", job.num_gpus, f"exceeds the cluster's {n} GPUs")
         if job.job_class not in class_index:
-            raise InputError(f"{where}.class", job.job_class,
-                             f"unknown class; known: {', '.join(class_index)}")
+            raise InputError(
+                f"{where}.class", job.job_class, f"unknown class; known: {', '.join(class_index)}"
+            )
         if not (np.isfinite(job.weight) and job.weight > 0):
             raise InputError(f"{where}.weight", job.weight, "must be a finite positive number")
         if job.current_gpus:
             if len(job.current_gpus) != job.num_gpus:
-                raise InputError(f"{where}.current_gpus", job.current_gpus,
-                                 f"a running job must hold exactly num_gpus={job.num_gpus} GPUs")
+                raise InputError(
+                    f"{where}.current_gpus",
+                    job.current_gpus,
+                    f"a running job must hold exactly num_gpus={job.num_gpus} GPUs",
+                )
             for g in job.current_gpus:
                 if not isinstance(g, (int, np.integer)) or not 0 <= g < n:
                     raise InputError(f"{where}.current_gpus", g, "not a GPU index of the topology")
                 if busy[g]:
                     raise InputError(f"{where}.current_gpus", g, "GPU is marked busy")
                 if g in held:
-                    raise InputError(f"{where}.current_gpus", g,
-                                     f"GPU is also held by job {held[g]!r}")
+                    raise InputError(
+                        f"{where}.current_gpus", g, f"GPU is also held by job {held[g]!r}"
+                    )
                 held[int(g)] = job.id
 
 
@@ -233,14 +251,16 @@ def penalty_matrix(
     for c in classes:
         spec = per_class.get(c, per_class.get("default"))
         if spec is None:
-            raise InputError(f"{field_name}.{c}", None,
-                             "no penalties for this class and no default")
+            raise InputError(
+                f"{field_name}.{c}", None, "no penalties for this class and no default"
+            )
         if not isinstance(spec, Mapping):
             raise InputError(f"{field_name}.{c}", spec, "expected a mapping tier -> penalty")
         for t in spec:
             if t not in tiers:
-                raise InputError(f"{field_name}.{c}.{t}", t,
-                                 f"unknown tier; tiers: {', '.join(tiers)}")
+                raise InputError(
+                    f"{field_name}.{c}.{t}", t, f"unknown tier; tiers: {', '.join(tiers)}"
+                )
         row, last = [], 1.0
         for t in tiers:
             if t in spec:

@@ -102,8 +102,12 @@ def _slowdown_matrix(topo: Topology, classes: tuple[str, ...], spec: Any) -> np.
         else:
             raise InputError(where, row, "expected a list or a mapping GPU -> value")
         for j, (gpu, value) in enumerate(pairs):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) \
-                    or not math.isfinite(value) or value <= 0:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value <= 0
+            ):
                 raise InputError(f"{where}.{gpu}", value, "must be a finite positive number")
             out[i, j] = value
     return out
@@ -116,8 +120,9 @@ def _job_from_dict(topo: Topology, i: int, data: Any) -> Job:
     known = {"id", "num_gpus", "class", "weight", "current_gpus"}
     extra = sorted(set(data) - known)
     if extra:
-        raise InputError(f"{where}{extra[0]}", data[extra[0]],
-                         f"unknown field; known: {sorted(known)}")
+        raise InputError(
+            f"{where}{extra[0]}", data[extra[0]], f"unknown field; known: {sorted(known)}"
+        )
     job_id = data.get("id")
     if isinstance(job_id, int) and not isinstance(job_id, bool):
         job_id = str(job_id)
@@ -180,15 +185,27 @@ def instance_to_dict(instance: Instance, **meta: Any) -> dict[str, Any]:
         **meta,
         "topology": topo.to_node_link(),
         "classes": list(instance.classes),
-        "slowdown": {c: dict(zip(topo.gpu_ids, map(float, instance.slowdown[i]), strict=True))
-                     for i, c in enumerate(instance.classes)},
-        "penalties": {c: dict(zip(topo.tiers, map(float, instance.penalty[i]), strict=True))
-                      for i, c in enumerate(instance.classes)},
+        "slowdown": {
+            c: dict(zip(topo.gpu_ids, map(float, instance.slowdown[i]), strict=True))
+            for i, c in enumerate(instance.classes)
+        },
+        "penalties": {
+            c: dict(zip(topo.tiers, map(float, instance.penalty[i]), strict=True))
+            for i, c in enumerate(instance.classes)
+        },
         "busy": [topo.gpu_ids[g] for g in np.flatnonzero(instance.busy)],
         "queue": [
-            {"id": j.id, "num_gpus": j.num_gpus, "class": j.job_class, "weight": j.weight,
-             **({"current_gpus": [topo.gpu_ids[g] for g in j.current_gpus]}
-                if j.current_gpus else {})}
+            {
+                "id": j.id,
+                "num_gpus": j.num_gpus,
+                "class": j.job_class,
+                "weight": j.weight,
+                **(
+                    {"current_gpus": [topo.gpu_ids[g] for g in j.current_gpus]}
+                    if j.current_gpus
+                    else {}
+                ),
+            }
             for j in instance.queue
         ],
     }
@@ -208,8 +225,9 @@ def read_json(path: str | Path) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InputError(str(path), f"line {exc.lineno} column {exc.colno}",
-                         f"invalid JSON: {exc.msg}") from None
+        raise InputError(
+            str(path), f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}"
+        ) from None
 
 
 def load_instance(path: str | Path) -> Instance:
@@ -227,15 +245,20 @@ def load_instance(path: str | Path) -> Instance:
 
 def save_instance(instance: Instance, path: str | Path, **meta: Any) -> None:
     """Write an instance file (see :func:`instance_to_dict`)."""
-    Path(path).write_text(json.dumps(instance_to_dict(instance, **meta), indent=1) + "\n",
-                          encoding="utf-8")
+    Path(path).write_text(
+        json.dumps(instance_to_dict(instance, **meta), indent=1) + "\n", encoding="utf-8"
+    )
 
 
 def instance_schema() -> dict[str, Any]:
     """JSON Schema (draft 2020-12) of the instance format."""
     number = {"type": "number", "exclusiveMinimum": 0}
-    per_gpu = {"oneOf": [{"type": "array", "items": number},
-                         {"type": "object", "additionalProperties": number}]}
+    per_gpu = {
+        "oneOf": [
+            {"type": "array", "items": number},
+            {"type": "object", "additionalProperties": number},
+        ]
+    }
     tier_map = {"type": "object", "additionalProperties": number}
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -251,38 +274,67 @@ def instance_schema() -> dict[str, Any]:
             "description": {"type": "string"},
             "topology": {
                 "oneOf": [
-                    {"type": "object", "required": ["shape"],
-                     "properties": {"shape": {"type": "string",
-                                              "pattern": "^[0-9]+x[0-9]+(x[0-9]+)?$"}}},
-                    {"type": "object", "required": ["nodes"],
-                     "properties": {
-                         "nodes": {"type": "array", "items": {
-                             "type": "object", "required": ["id", "kind"],
-                             "properties": {"id": {"type": "string"},
-                                            "kind": {"enum": ["gpu", "server", "switch"]},
-                                            "tier": {"type": "string"},
-                                            "local": {"type": "integer"}}}},
-                         "edges": {"type": "array", "items": {
-                             "type": "object", "required": ["source", "target", "link"],
-                             "properties": {"link": {"enum": ["nvlink", "pcie", "network"]}}}},
-                     }},
+                    {
+                        "type": "object",
+                        "required": ["shape"],
+                        "properties": {
+                            "shape": {"type": "string", "pattern": "^[0-9]+x[0-9]+(x[0-9]+)?$"}
+                        },
+                    },
+                    {
+                        "type": "object",
+                        "required": ["nodes"],
+                        "properties": {
+                            "nodes": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["id", "kind"],
+                                    "properties": {
+                                        "id": {"type": "string"},
+                                        "kind": {"enum": ["gpu", "server", "switch"]},
+                                        "tier": {"type": "string"},
+                                        "local": {"type": "integer"},
+                                    },
+                                },
+                            },
+                            "edges": {
+                                "type": "array",
+                                "items": {
+                                    "type": "object",
+                                    "required": ["source", "target", "link"],
+                                    "properties": {"link": {"enum": ["nvlink", "pcie", "network"]}},
+                                },
+                            },
+                        },
+                    },
                 ]
             },
-            "classes": {"type": "array", "items": {"type": "string"}, "minItems": 1,
-                        "uniqueItems": True},
+            "classes": {
+                "type": "array",
+                "items": {"type": "string"},
+                "minItems": 1,
+                "uniqueItems": True,
+            },
             "slowdown": {"type": "object", "additionalProperties": per_gpu},
-            "penalties": {"oneOf": [number, tier_map,
-                                    {"type": "object", "additionalProperties": tier_map}]},
+            "penalties": {
+                "oneOf": [number, tier_map, {"type": "object", "additionalProperties": tier_map}]
+            },
             "busy": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
-            "queue": {"type": "array", "items": {
-                "type": "object", "required": ["id", "num_gpus", "class"],
-                "additionalProperties": False,
-                "properties": {
-                    "id": {"type": ["string", "integer"]},
-                    "num_gpus": {"type": "integer", "minimum": 1},
-                    "class": {"type": "string"},
-                    "weight": number,
-                    "current_gpus": {"type": "array", "items": {"type": "string"}},
-                }}},
+            "queue": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "required": ["id", "num_gpus", "class"],
+                    "additionalProperties": False,
+                    "properties": {
+                        "id": {"type": ["string", "integer"]},
+                        "num_gpus": {"type": "integer", "minimum": 1},
+                        "class": {"type": "string"},
+                        "weight": number,
+                        "current_gpus": {"type": "array", "items": {"type": "string"}},
+                    },
+                },
+            },
         },
     }

@@ -68,9 +68,17 @@ class JobPlacement:
         return bool(self.gpus)
 
     @classmethod
-    def record(cls, job_id: str, gpus: tuple[int, ...], action: str, cost: float | None = None,
-               slowdown: float | None = None, tier: str | None = None,
-               penalty: float | None = None, reason: str | None = None) -> JobPlacement:
+    def record(
+        cls,
+        job_id: str,
+        gpus: tuple[int, ...],
+        action: str,
+        cost: float | None = None,
+        slowdown: float | None = None,
+        tier: str | None = None,
+        penalty: float | None = None,
+        reason: str | None = None,
+    ) -> JobPlacement:
         """The same as ``JobPlacement(...)``, about twice as fast (one is built per queued job).
 
         The frozen dataclass ``__init__`` sets each field through ``object.__setattr__``; this
@@ -83,8 +91,16 @@ class JobPlacement:
         True
         """
         placement = object.__new__(cls)
-        placement.__dict__.update(job_id=job_id, gpus=gpus, action=action, cost=cost,
-                                  slowdown=slowdown, tier=tier, penalty=penalty, reason=reason)
+        placement.__dict__.update(
+            job_id=job_id,
+            gpus=gpus,
+            action=action,
+            cost=cost,
+            slowdown=slowdown,
+            tier=tier,
+            penalty=penalty,
+            reason=reason,
+        )
         return placement
 
 
@@ -151,7 +167,10 @@ class PlacementResult:
                 row.update(
                     gpus=[topo.gpu_ids[g] for g in p.gpus],
                     servers=sorted({topo.server_of(g) for g in p.gpus}),
-                    cost=p.cost, slowdown=p.slowdown, tier=p.tier, penalty=p.penalty,
+                    cost=p.cost,
+                    slowdown=p.slowdown,
+                    tier=p.tier,
+                    penalty=p.penalty,
                 )
             else:
                 row["reason"] = p.reason

@@ -77,8 +77,11 @@ def load_grid(path: str | Path) -> SweepSpec:
         raise InputError(str(path), "toml", f"invalid TOML: {exc}") from None
     unknown = sorted(set(data) - {"sweep", "grid", "fixed"})
     if unknown:
-        raise InputError(f"{path}: [{unknown[0]}]", unknown[0],
-                         "unknown table; expected [sweep], [grid], [fixed]")
+        raise InputError(
+            f"{path}: [{unknown[0]}]",
+            unknown[0],
+            "unknown table; expected [sweep], [grid], [fixed]",
+        )
     grid = data.get("grid")
     if not isinstance(grid, dict) or not grid:
         raise InputError(f"{path}: [grid]", grid, "expected a table of parameter lists")
@@ -127,8 +130,9 @@ def _done(out: Path, cell: Mapping[str, Any]) -> bool:
     return (out / "cells" / f"{cell_id(cell)}.json").exists()
 
 
-def _local(fn: CellFunction, cells: list[dict[str, Any]], workers: int
-           ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+def _local(
+    fn: CellFunction, cells: list[dict[str, Any]], workers: int
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     if workers <= 1:
         for cell in cells:
             yield cell, fn(cell)
@@ -143,8 +147,9 @@ def _local(fn: CellFunction, cells: list[dict[str, Any]], workers: int
                 yield pending.pop(fut), fut.result()
 
 
-def _ray(fn: CellFunction, cells: list[dict[str, Any]], address: str | None
-         ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+def _ray(
+    fn: CellFunction, cells: list[dict[str, Any]], address: str | None
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
     try:
         import ray
     except ImportError:
@@ -236,4 +241,3 @@ def collect(spec: SweepSpec, cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame
     else:
         table.to_csv(spec.out / "results.csv", index=False)
     return table
-

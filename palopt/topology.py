@@ -165,8 +165,9 @@ class Topology:
                 {"directed": False, "multigraph": False, "graph": {}, **data}, edges=edges_key
             )
         except (KeyError, TypeError, nx.NetworkXError) as exc:
-            raise InputError(field_name, data.get("nodes", [])[:1],
-                             f"bad node-link data: {exc}") from None
+            raise InputError(
+                field_name, data.get("nodes", [])[:1], f"bad node-link data: {exc}"
+            ) from None
         return cls.from_graph(graph, field_name=field_name)
 
     @classmethod
@@ -198,16 +199,25 @@ class Topology:
             if not isinstance(node, str):
                 raise InputError(f"{field_name}.nodes", node, "node ids must be strings")
             if data.get("kind") not in KINDS:
-                raise InputError(f"{field_name}.nodes[{node}].kind", data.get("kind"),
-                                 f"must be one of {', '.join(KINDS)}")
+                raise InputError(
+                    f"{field_name}.nodes[{node}].kind",
+                    data.get("kind"),
+                    f"must be one of {', '.join(KINDS)}",
+                )
         for u, v, data in graph.edges(data=True):
             if data.get("link") not in LINKS:
-                raise InputError(f"{field_name}.edges[{u}-{v}].link", data.get("link"),
-                                 f"must be one of {', '.join(LINKS)}")
+                raise InputError(
+                    f"{field_name}.edges[{u}-{v}].link",
+                    data.get("link"),
+                    f"must be one of {', '.join(LINKS)}",
+                )
         if not nx.is_connected(graph):
             parts = sorted(sorted(c)[0] for c in nx.connected_components(graph))
-            raise InputError(f"{field_name}", parts[:5],
-                             "the topology is disconnected (one node of each part shown)")
+            raise InputError(
+                f"{field_name}",
+                parts[:5],
+                "the topology is disconnected (one node of each part shown)",
+            )
         kind = nx.get_node_attributes(graph, "kind")
         servers = [n for n in graph if kind[n] == SERVER]
         if not servers:
@@ -218,8 +228,11 @@ class Topology:
                 continue
             hosts = [m for m in graph[node] if kind[m] == SERVER]
             if len(hosts) != 1:
-                raise InputError(f"{field_name}.nodes[{node}]", hosts,
-                                 "a GPU must be linked to exactly one server")
+                raise InputError(
+                    f"{field_name}.nodes[{node}]",
+                    hosts,
+                    "a GPU must be linked to exactly one server",
+                )
             server_of[node] = hosts[0]
         if not server_of:
             raise InputError(f"{field_name}.nodes", [], "the topology has no GPU")
@@ -243,8 +256,11 @@ class Topology:
             if data["link"] != NVLINK:
                 continue
             if kind[u] != GPU or kind[v] != GPU or server_of[u] != server_of[v]:
-                raise InputError(f"{field_name}.edges[{u}-{v}]", "nvlink",
-                                 "an NVLink must join two GPUs of the same server")
+                raise InputError(
+                    f"{field_name}.edges[{u}-{v}]",
+                    "nvlink",
+                    "an NVLink must join two GPUs of the same server",
+                )
             nvlinked.add_edge(gpu_index[u], gpu_index[v])
         for comp in nx.connected_components(nvlinked):
             members = sorted(comp)
@@ -274,8 +290,11 @@ def _switch_levels(
     switches = [n for n in graph if kind[n] == SWITCH]
     if not switches:
         if len(server_ids) > 1:
-            raise InputError(f"{field_name}.nodes", list(server_ids[:3]),
-                             "several servers but no switch joins them")
+            raise InputError(
+                f"{field_name}.nodes",
+                list(server_ids[:3]),
+                "several servers but no switch joins them",
+            )
         return (), np.zeros((len(server_ids), 0), dtype=np.int64)
     roots = [s for s in switches if graph.nodes[s].get("root")] or [
         s for s in switches if graph.nodes[s].get("tier") == "cluster"
@@ -283,8 +302,11 @@ def _switch_levels(
     if len(switches) == 1:
         roots = switches
     if len(roots) != 1:
-        raise InputError(f"{field_name}.nodes", roots or switches[:3],
-                         "cannot tell the root switch: mark exactly one with tier 'cluster'")
+        raise InputError(
+            f"{field_name}.nodes",
+            roots or switches[:3],
+            "cannot tell the root switch: mark exactly one with tier 'cluster'",
+        )
     net = graph.subgraph([n for n in graph if kind[n] != GPU])
     depth = nx.single_source_shortest_path_length(net, roots[0])
     parent = dict(nx.bfs_predecessors(net, roots[0]))
@@ -296,8 +318,11 @@ def _switch_levels(
         if tier is None:
             tier = "cluster" if d == 0 else ("rack" if d == max_depth else f"level{d}")
         if names[d] not in (None, tier):
-            raise InputError(f"{field_name}.nodes[{s}].tier", tier,
-                             f"switches at depth {d} must share one tier name ({names[d]!r})")
+            raise InputError(
+                f"{field_name}.nodes[{s}].tier",
+                tier,
+                f"switches at depth {d} must share one tier name ({names[d]!r})",
+            )
         names[d] = tier
     # Groups per level, indexed root first; a server shallower than a level is its own group.
     switch_index = {s: i for i, s in enumerate(switches)}
@@ -310,8 +335,11 @@ def _switch_levels(
         node = parent[s]
         while True:
             if kind[node] != SWITCH:
-                raise InputError(f"{field_name}.nodes[{s}]", node,
-                                 "a server must hang from a switch, not another server")
+                raise InputError(
+                    f"{field_name}.nodes[{s}]",
+                    node,
+                    "a server must hang from a switch, not another server",
+                )
             chain.append(node)
             if node == roots[0]:
                 break
@@ -356,16 +384,21 @@ def build_cluster(
     >>> topo.n_gpus, topo.n_servers, topo.tiers
     (64, 8, ('nvlink', 'server', 'rack', 'cluster'))
     """
-    for name, value in (("racks", racks), ("servers_per_rack", servers_per_rack),
-                        ("gpus_per_server", gpus_per_server)):
+    for name, value in (
+        ("racks", racks),
+        ("servers_per_rack", servers_per_rack),
+        ("gpus_per_server", gpus_per_server),
+    ):
         if not isinstance(value, int) or value < 1:
             raise InputError(name, value, "must be a positive integer")
     if nvlink_island is not None and (
-        not isinstance(nvlink_island, int) or nvlink_island < 1
-        or gpus_per_server % nvlink_island
+        not isinstance(nvlink_island, int) or nvlink_island < 1 or gpus_per_server % nvlink_island
     ):
-        raise InputError("nvlink_island", nvlink_island,
-                         f"must be a positive divisor of gpus_per_server ({gpus_per_server})")
+        raise InputError(
+            "nvlink_island",
+            nvlink_island,
+            f"must be a positive divisor of gpus_per_server ({gpus_per_server})",
+        )
     graph = nx.Graph()
     graph.add_node("cluster", kind=SWITCH, tier="cluster")
     gpu = 0

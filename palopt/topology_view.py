@@ -33,9 +33,10 @@ def island_sizes(topology: Topology, server: int) -> tuple[int, ...]:
 
 def _counted(values: list[int]) -> str:
     sizes, counts = np.unique(np.asarray(values), return_counts=True)
-    return ", ".join(f"{s} (x{c})" if c > 1 else f"{s}"
-                     for s, c in sorted(zip(sizes.tolist(), counts.tolist(), strict=True),
-                                        reverse=True))
+    return ", ".join(
+        f"{s} (x{c})" if c > 1 else f"{s}"
+        for s, c in sorted(zip(sizes.tolist(), counts.tolist(), strict=True), reverse=True)
+    )
 
 
 def summarize(topology: Topology) -> str:
@@ -60,9 +61,11 @@ def summarize(topology: Topology) -> str:
     graph, topo = topology.graph, topology
     kinds = nx.get_node_attributes(graph, "kind")
     switches = [n for n, k in kinds.items() if k == "switch"]
-    lines = [f"{topo.n_gpus} GPUs on {topo.n_servers} servers, {len(switches)} switches; "
-             f"tiers {' < '.join(topo.tiers)}",
-             f"{'tier':<9} {'groups':>6}  GPUs per group (x number of groups)"]
+    lines = [
+        f"{topo.n_gpus} GPUs on {topo.n_servers} servers, {len(switches)} switches; "
+        f"tiers {' < '.join(topo.tiers)}",
+        f"{'tier':<9} {'groups':>6}  GPUs per group (x number of groups)",
+    ]
     for t, name in enumerate(topo.tiers):
         _, counts = np.unique(topo.groups[t], return_counts=True)
         lines.append(f"{name:<9} {len(counts):>6}  {_counted(counts.tolist())}")
@@ -71,8 +74,7 @@ def summarize(topology: Topology) -> str:
         kinds_of_server.setdefault(island_sizes(topo, s), []).append(name)
     lines.append("servers:")
     for sizes, names in kinds_of_server.items():
-        islands = "PCIe only" if max(sizes) == 1 else \
-            "NVLink islands " + "+".join(map(str, sizes))
+        islands = "PCIe only" if max(sizes) == 1 else "NVLink islands " + "+".join(map(str, sizes))
         lines.append(f"  {compress_hostlist(names)}  {sum(sizes)} GPUs each, {islands}")
     if switches:
         by_tier: dict[str, list[str]] = {}
@@ -83,8 +85,10 @@ def summarize(topology: Topology) -> str:
             if tier in by_tier:
                 names = by_tier.pop(tier)
                 lines.append(f"  {tier:<7} {len(names)}: {compress_hostlist(names)}")
-        lines.extend(f"  {tier:<7} {len(names)}: {compress_hostlist(names)}"
-                     for tier, names in by_tier.items())
+        lines.extend(
+            f"  {tier:<7} {len(names)}: {compress_hostlist(names)}"
+            for tier, names in by_tier.items()
+        )
     return "\n".join(lines)
 
 
@@ -92,12 +96,16 @@ def _tree_layout(topology: Topology) -> dict[str, tuple[float, float]]:
     """GPUs in index order along the bottom row, every other node above the mean of its children."""
     graph = topology.graph
     tier_rank = {t: i for i, t in enumerate(topology.tiers)}
-    pos: dict[str, tuple[float, float]] = {g: (float(i), 0.0) for i, g in
-                                          enumerate(topology.gpu_ids)}
+    pos: dict[str, tuple[float, float]] = {
+        g: (float(i), 0.0) for i, g in enumerate(topology.gpu_ids)
+    }
     upper = [n for n, k in graph.nodes(data="kind") if k != "gpu"]
-    height = {n: 1.0 if graph.nodes[n]["kind"] == "server" else
-              1.0 + tier_rank.get(str(graph.nodes[n].get("tier")), len(tier_rank))
-              for n in upper}
+    height = {
+        n: 1.0
+        if graph.nodes[n]["kind"] == "server"
+        else 1.0 + tier_rank.get(str(graph.nodes[n].get("tier")), len(tier_rank))
+        for n in upper
+    }
     for node in sorted(upper, key=height.__getitem__):
         below = [pos[m][0] for m in graph[node] if m in pos and pos[m][1] < height[node]]
         pos[node] = (float(np.mean(below)) if below else 0.0, height[node])
@@ -124,23 +132,43 @@ def draw(topology: Topology, path: str | Path, title: str | None = None) -> None
     pos = _tree_layout(topology)
     width = min(40.0, max(6.0, 0.18 * topology.n_gpus))
     fig, ax = plt.subplots(figsize=(width, 5))
-    nvlinks = [tuple(sorted((u, v), key=lambda n: pos[n][0]))
-               for u, v, k in graph.edges(data="link") if k == "nvlink"]
+    nvlinks = [
+        tuple(sorted((u, v), key=lambda n: pos[n][0]))
+        for u, v, k in graph.edges(data="link")
+        if k == "nvlink"
+    ]
     others = [(u, v) for u, v, k in graph.edges(data="link") if k != "nvlink"]
     nx.draw_networkx_edges(graph, pos, edgelist=others, ax=ax, edge_color="#999999", width=0.6)
     if nvlinks:
-        nx.draw_networkx_edges(graph, pos, edgelist=nvlinks, ax=ax, edge_color=_COLOURS["gpu"],
-                               width=0.8, arrows=True, arrowstyle="-",
-                               connectionstyle="arc3,rad=0.5")
+        nx.draw_networkx_edges(
+            graph,
+            pos,
+            edgelist=nvlinks,
+            ax=ax,
+            edge_color=_COLOURS["gpu"],
+            width=0.8,
+            arrows=True,
+            arrowstyle="-",
+            connectionstyle="arc3,rad=0.5",
+        )
     colours = [_COLOURS[graph.nodes[n]["kind"]] for n in graph]
     sizes = [12 if graph.nodes[n]["kind"] == "gpu" else 60 for n in graph]
     nx.draw_networkx_nodes(graph, pos, ax=ax, node_color=colours, node_size=sizes)
     labels = {n: n for n in graph if graph.nodes[n]["kind"] != "gpu"}
     if len(labels) <= 80:
-        nx.draw_networkx_labels(graph, {n: (x, y + 0.15) for n, (x, y) in pos.items()},
-                                labels=labels, ax=ax, font_size=7)
-    ax.set_title(title or f"{topology.n_gpus} GPUs, {topology.n_servers} servers, tiers "
-                 f"{' < '.join(topology.tiers)}", fontsize=9)
+        nx.draw_networkx_labels(
+            graph,
+            {n: (x, y + 0.15) for n, (x, y) in pos.items()},
+            labels=labels,
+            ax=ax,
+            font_size=7,
+        )
+    ax.set_title(
+        title
+        or f"{topology.n_gpus} GPUs, {topology.n_servers} servers, tiers "
+        f"{' < '.join(topology.tiers)}",
+        fontsize=9,
+    )
     ax.axis("off")
     fig.tight_layout()
     fig.savefig(path, dpi=120)

@@ -90,7 +90,10 @@ PROFILE_FORMAT = "palopt.profile/1"
 #: (resnet50 -> classA; BERT, GPT2, DCGAN -> classB; vgg19 -> classC, from BERT;
 #: PointNet -> classD, from PageRank).
 LONGHORN_CLASSES: Mapping[str, str] = {
-    "classA": "resnet", "classB": "bert", "classC": "bert", "classD": "pagerank",
+    "classA": "resnet",
+    "classB": "bert",
+    "classC": "bert",
+    "classD": "pagerank",
 }
 
 #: Rules of :func:`assign_profile` for classes a GPU was not measured in.
@@ -149,17 +152,24 @@ class VariabilityProfile:
                 raise InputError(name, dup, "duplicate name")
         values = np.array(self.values, dtype=np.float64)
         if values.shape != (len(classes), len(gpus)):
-            raise InputError("values", values.shape,
-                             f"expected shape ({len(classes)}, {len(gpus)})")
+            raise InputError(
+                "values", values.shape, f"expected shape ({len(classes)}, {len(gpus)})"
+            )
         bad = np.isinf(values) | (values <= 0)
         if bad.any():
             c, g = np.argwhere(bad)[0]
-            raise InputError(f"values.{classes[c]}.{gpus[g]}", float(values[c, g]),
-                             "must be a finite positive number")
+            raise InputError(
+                f"values.{classes[c]}.{gpus[g]}",
+                float(values[c, g]),
+                "must be a finite positive number",
+            )
         empty = np.isnan(values).all(axis=1)
         if empty.any():
-            raise InputError(f"values.{classes[int(np.argmax(empty))]}", None,
-                             "no GPU has a value for this class")
+            raise InputError(
+                f"values.{classes[int(np.argmax(empty))]}",
+                None,
+                "no GPU has a value for this class",
+            )
         if self.origin and len(self.origin) != len(gpus):
             raise InputError("origin", len(self.origin), f"expected {len(gpus)} entries")
         values.setflags(write=False)
@@ -201,11 +211,11 @@ class VariabilityProfile:
         >>> p.select({"classB": "bert", "classC": "bert"}).classes
         ('classB', 'classC')
         """
-        pairs = (list(classes.items()) if isinstance(classes, Mapping)
-                 else [(c, c) for c in classes])
+        pairs = list(classes.items()) if isinstance(classes, Mapping) else [(c, c) for c in classes]
         rows = np.stack([self.row(old) for _, old in pairs])
-        return VariabilityProfile(tuple(new for new, _ in pairs), self.gpus, rows, self.source,
-                                  self.origin)
+        return VariabilityProfile(
+            tuple(new for new, _ in pairs), self.gpus, rows, self.source, self.origin
+        )
 
     def merge(self, other: VariabilityProfile) -> VariabilityProfile:
         """Join two profiles with disjoint classes on their GPU keys (outer join).
@@ -236,7 +246,7 @@ class VariabilityProfile:
         values[: len(self.classes), : self.n_gpus] = self.values
         full = {**index, **{g: self.n_gpus + i for i, g in enumerate(new)}}
         cols = np.array([full[g] for g in other.gpus], dtype=np.int64)
-        values[len(self.classes):, cols] = other.values
+        values[len(self.classes) :, cols] = other.values
         source = "; ".join(s for s in (self.source, other.source) if s)
         return VariabilityProfile(self.classes + other.classes, gpus, values, source)
 
@@ -247,8 +257,10 @@ class VariabilityProfile:
             "source": self.source,
             "classes": list(self.classes),
             "gpus": list(self.gpus),
-            "values": {c: [None if math.isnan(v) else float(v) for v in self.values[i]]
-                       for i, c in enumerate(self.classes)},
+            "values": {
+                c: [None if math.isnan(v) else float(v) for v in self.values[i]]
+                for i, c in enumerate(self.classes)
+            },
         }
         if self.origin:
             data["origin"] = list(self.origin)
@@ -276,8 +288,9 @@ class VariabilityProfile:
         for c in classes:
             row = values.get(c)
             if not isinstance(row, list) or len(row) != len(gpus):
-                raise InputError(f"{where}.values.{c}", row,
-                                 f"expected a list of {len(gpus)} numbers or nulls")
+                raise InputError(
+                    f"{where}.values.{c}", row, f"expected a list of {len(gpus)} numbers or nulls"
+                )
             for g, v in zip(gpus, row, strict=True):
                 if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
                     raise InputError(f"{where}.values.{c}.{g}", v, "must be a number or null")
@@ -286,8 +299,13 @@ class VariabilityProfile:
         source = data.get("source", "")
         if not isinstance(source, str):
             raise InputError(f"{where}.source", source, "expected a string")
-        return cls(tuple(classes), tuple(gpus), np.array(rows, dtype=np.float64).reshape(
-            len(classes), len(gpus)), source, tuple(origin))
+        return cls(
+            tuple(classes),
+            tuple(gpus),
+            np.array(rows, dtype=np.float64).reshape(len(classes), len(gpus)),
+            source,
+            tuple(origin),
+        )
 
 
 def _strings(data: Mapping[str, Any], key: str, where: str) -> list[str]:
@@ -372,8 +390,11 @@ def read_measurements(
     if not value_columns:
         raise InputError(f"{name}: value columns", [], "name at least one value column")
     if len(classes) != len(value_columns):
-        raise InputError(f"{name}: classes", classes,
-                         f"expected one class name per value column ({len(value_columns)})")
+        raise InputError(
+            f"{name}: classes",
+            classes,
+            f"expected one class name per value column ({len(value_columns)})",
+        )
     try:
         df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     except pd.errors.EmptyDataError:
@@ -382,8 +403,11 @@ def read_measurements(
         raise InputError(name, str(exc).splitlines()[0][:80], "not a readable CSV file") from None
     for col in id_columns + value_columns:
         if col not in df.columns:
-            raise InputError(f"{name}: column", col,
-                             f"no such column; columns: {', '.join(map(str, df.columns))}")
+            raise InputError(
+                f"{name}: column",
+                col,
+                f"no such column; columns: {', '.join(map(str, df.columns))}",
+            )
     if df.empty:
         raise InputError(name, "header only", "no data rows")
     ids = df[id_columns].apply(lambda s: s.str.strip())
@@ -409,10 +433,15 @@ def read_measurements(
     values = per_gpu.to_numpy(dtype=np.float64).T
     if normalise:
         values = values / np.median(values, axis=1, keepdims=True)
-    note = source if source is not None else (
-        f"{path.name}: id {','.join(id_columns)}, value {','.join(value_columns)}, "
-        f"median of {len(df)} rows over {len(per_gpu)} GPUs"
-        + (", normalised to the median GPU" if normalise else ""))
+    note = (
+        source
+        if source is not None
+        else (
+            f"{path.name}: id {','.join(id_columns)}, value {','.join(value_columns)}, "
+            f"median of {len(df)} rows over {len(per_gpu)} GPUs"
+            + (", normalised to the median GPU" if normalise else "")
+        )
+    )
     return VariabilityProfile(tuple(classes), tuple(per_gpu.index), values, note)
 
 
@@ -443,9 +472,16 @@ def load_longhorn(
     apps = list(dict.fromkeys(classes.values()))
     if not apps:
         raise InputError("classes", dict(classes), "name at least one class")
-    profiles = [read_measurements(directory / f"{app}-longhorn-agg.csv", id_columns, ["perf"],
-                                  [app], source=f"{app}-longhorn-agg.csv (TACC Longhorn V100)")
-                for app in apps]
+    profiles = [
+        read_measurements(
+            directory / f"{app}-longhorn-agg.csv",
+            id_columns,
+            ["perf"],
+            [app],
+            source=f"{app}-longhorn-agg.csv (TACC Longhorn V100)",
+        )
+        for app in apps
+    ]
     merged = profiles[0]
     for prof in profiles[1:]:
         merged = merged.merge(prof)
@@ -473,8 +509,14 @@ def load_artifact_table(path: str | Path) -> VariabilityProfile:
     cols = [c for c in header if str(c).startswith("PerfVar_")]
     if not cols:
         raise InputError(f"{path}: column", "PerfVar_*", "no PerfVar_<class> column")
-    return read_measurements(path, ["GPU_ID"], cols, [c[len("PerfVar_"):] for c in cols],
-                             normalise=False, source=f"{path.name} (PAL artifact, normalised)")
+    return read_measurements(
+        path,
+        ["GPU_ID"],
+        cols,
+        [c[len("PerfVar_") :] for c in cols],
+        normalise=False,
+        source=f"{path.name} (PAL artifact, normalised)",
+    )
 
 
 def assign_profile(
@@ -532,26 +574,30 @@ def assign_profile(
         raise InputError("by", by, "must be 'gpu' or 'server'")
     if missing == "sample" and seed is None:
         raise InputError("seed", None, "missing='sample' draws values and needs a seed")
-    eligible = np.flatnonzero(profile.complete()) if missing == "drop" \
-        else np.arange(profile.n_gpus)
+    eligible = (
+        np.flatnonzero(profile.complete()) if missing == "drop" else np.arange(profile.n_gpus)
+    )
     hint = " (try missing='median' or 'sample')" if missing == "drop" else ""
     rng = np.random.default_rng(seed)
     n = topology.n_gpus
     if by == "gpu":
         if len(eligible) < n:
-            raise InputError("profile", f"{len(eligible)} eligible GPUs",
-                             f"the cluster has {n} GPUs{hint}")
+            raise InputError(
+                "profile", f"{len(eligible)} eligible GPUs", f"the cluster has {n} GPUs{hint}"
+            )
         chosen = eligible[:n] if seed is None else rng.choice(eligible, size=n, replace=False)
     else:
-        chosen = _draw_servers(profile, topology, eligible, rng if seed is not None else None,
-                               hint)
+        chosen = _draw_servers(profile, topology, eligible, rng if seed is not None else None, hint)
     values = profile.values[:, chosen].copy()
     if missing == "median":
         values[np.isnan(values)] = 1.0
     elif missing == "sample":
         for c in range(len(profile.classes)):
-            same = next(d for d in range(c + 1)
-                        if np.array_equal(profile.values[d], profile.values[c], equal_nan=True))
+            same = next(
+                d
+                for d in range(c + 1)
+                if np.array_equal(profile.values[d], profile.values[c], equal_nan=True)
+            )
             hole = np.isnan(values[c])
             if same < c:  # a class measured by the same data (B and C from BERT): same fill
                 values[c, hole] = values[same, hole]
@@ -560,12 +606,18 @@ def assign_profile(
             values[c, hole] = rng.choice(measured, size=int(hole.sum()), replace=True)
     how = "in profile order" if seed is None else f"drawn with seed {seed}"
     note = f"{profile.source}; {n} GPUs {how} by {by}, missing={missing}"
-    return VariabilityProfile(profile.classes, topology.gpu_ids, values, note,
-                              tuple(profile.gpus[i] for i in chosen))
+    return VariabilityProfile(
+        profile.classes, topology.gpu_ids, values, note, tuple(profile.gpus[i] for i in chosen)
+    )
 
 
-def _draw_servers(profile: VariabilityProfile, topology: Topology, eligible: np.ndarray,
-                  rng: np.random.Generator | None, hint: str) -> np.ndarray:
+def _draw_servers(
+    profile: VariabilityProfile,
+    topology: Topology,
+    eligible: np.ndarray,
+    rng: np.random.Generator | None,
+    hint: str,
+) -> np.ndarray:
     """Profile GPU indices for the cluster's GPUs, whole measured servers at a time."""
     groups: dict[str, list[int]] = {}
     for g in eligible:
@@ -579,16 +631,18 @@ def _draw_servers(profile: VariabilityProfile, topology: Topology, eligible: np.
     for size in topology.server_sizes:
         pick = next((i for i in order if len(members[i]) >= size), None)
         if pick is None:
-            raise InputError("profile", f"{len(members)} measured servers",
-                             f"not enough with {size} eligible GPUs for the cluster's "
-                             f"{topology.n_servers} servers{hint}")
+            raise InputError(
+                "profile",
+                f"{len(members)} measured servers",
+                f"not enough with {size} eligible GPUs for the cluster's "
+                f"{topology.n_servers} servers{hint}",
+            )
         order.remove(pick)
         chosen.extend(members[pick][:size])
     return np.asarray(chosen, dtype=np.int64)
 
 
-def bin_profile(profile: VariabilityProfile, method: str = "kmeans",
-                **options: Any) -> np.ndarray:
+def bin_profile(profile: VariabilityProfile, method: str = "kmeans", **options: Any) -> np.ndarray:
     """Binned levels of every class, over the profile's GPUs measured for that class.
 
     Parameters
@@ -650,12 +704,18 @@ def build_instance(
         If the profile does not match the topology or has missing values.
     """
     if profile.gpus != topology.gpu_ids:
-        raise InputError("profile.gpus", profile.gpus[:3],
-                         "must be the topology's GPU ids in order (use assign_profile)")
+        raise InputError(
+            "profile.gpus",
+            profile.gpus[:3],
+            "must be the topology's GPU ids in order (use assign_profile)",
+        )
     if np.isnan(profile.values).any():
         c, g = np.argwhere(np.isnan(profile.values))[0]
-        raise InputError(f"profile.values.{profile.classes[c]}.{profile.gpus[g]}", None,
-                         "missing value (assign with missing='median' or drop the class)")
+        raise InputError(
+            f"profile.values.{profile.classes[c]}.{profile.gpus[g]}",
+            None,
+            "missing value (assign with missing='median' or drop the class)",
+        )
     levels = bin_profile(profile, method, **options)
     pen = penalty_matrix(topology, profile.classes, penalties)
     mask = np.zeros(topology.n_gpus, dtype=bool) if busy is None else busy

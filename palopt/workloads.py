@@ -59,8 +59,9 @@ class Workloads:
         try:
             return self.models[name]
         except KeyError:
-            raise InputError(field_name, name,
-                             f"unknown model; known: {', '.join(sorted(self.models))}") from None
+            raise InputError(
+                field_name, name, f"unknown model; known: {', '.join(sorted(self.models))}"
+            ) from None
 
 
 def load_workloads(path: str | Path = ARTIFACT_WORKLOADS) -> Workloads:
@@ -87,8 +88,11 @@ def load_workloads(path: str | Path = ARTIFACT_WORKLOADS) -> Workloads:
     """
     data = read_json(path)
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise InputError(f"{path}: format", data.get("format") if isinstance(data, dict) else data,
-                         f"expected {FORMAT!r}")
+        raise InputError(
+            f"{path}: format",
+            data.get("format") if isinstance(data, dict) else data,
+            f"expected {FORMAT!r}",
+        )
     classes = data.get("classes")
     if not isinstance(classes, list) or not classes or not all(isinstance(c, str) for c in classes):
         raise InputError(f"{path}: classes", classes, "expected a non-empty list of class names")
@@ -104,8 +108,7 @@ def load_workloads(path: str | Path = ARTIFACT_WORKLOADS) -> Workloads:
         if cls not in classes:
             raise InputError(f"{where}.class", cls, f"must be one of {', '.join(classes)}")
         t = spec.get("base_iter_time")
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) \
-                or t <= 0:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
             raise InputError(f"{where}.base_iter_time", t, "must be a positive number")
         pen = spec.get("penalties", 1.0)
         if not isinstance(pen, (int, float, dict)) or isinstance(pen, bool):

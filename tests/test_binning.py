@@ -27,7 +27,8 @@ def brute_force_sse(values: list[float], k: int) -> float:
 
 values_st = st.lists(
     st.sampled_from([0.9, 0.95, 0.97, 1.0, 1.001, 1.02, 1.1, 1.5, 2.0, 3.25]),
-    min_size=1, max_size=8,
+    min_size=1,
+    max_size=8,
 ) | st.lists(st.floats(0.5, 3.0, allow_nan=False), min_size=1, max_size=8)
 
 
@@ -53,20 +54,25 @@ def reference_dp_sse(values: list[float], k: int) -> float:
     n = len(x)
 
     def sse(i: int, j: int) -> float:
-        part = x[i: j + 1]
+        part = x[i : j + 1]
         return float(((part - part.mean()) ** 2).sum())
 
     cost = [sse(0, j) for j in range(n)]
     for layer in range(1, k):
-        cost = [min((cost[i - 1] + sse(i, j) for i in range(max(layer, 1), j + 1)),
-                    default=np.inf) for j in range(n)]
+        cost = [
+            min((cost[i - 1] + sse(i, j) for i in range(max(layer, 1), j + 1)), default=np.inf)
+            for j in range(n)
+        ]
     return cost[-1]
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.floats(0.8, 1.6, allow_nan=False).map(lambda v: round(v, 2)),
-                min_size=10, max_size=40),
-       st.integers(2, 8))
+@given(
+    st.lists(
+        st.floats(0.8, 1.6, allow_nan=False).map(lambda v: round(v, 2)), min_size=10, max_size=40
+    ),
+    st.integers(2, 8),
+)
 def test_dp_matches_plain_dp_on_larger_inputs(values: list[float], k: int) -> None:
     k = min(k, len(set(values)))
     _, _, sse = kmeans_1d(values, k)
@@ -150,14 +156,17 @@ def test_equal_values_share_a_cluster() -> None:
     assert labels.tolist() == [0, 0, 0, 1, 1, 1] and sse == pytest.approx(2 / 3)
 
 
-@pytest.mark.parametrize(("kwargs", "field"), [
-    ({"values": [1.0, float("nan")]}, "values"),
-    ({"values": []}, "values"),
-    ({"values": [1.0], "method": "silhouette"}, "method"),
-    ({"values": [1.0], "k": 0}, "k"),
-    ({"values": [1.0], "tol": -1.0}, "tol"),
-    ({"values": [1.0], "k_max": 0}, "k_max"),
-])
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"values": [1.0, float("nan")]}, "values"),
+        ({"values": []}, "values"),
+        ({"values": [1.0], "method": "silhouette"}, "method"),
+        ({"values": [1.0], "k": 0}, "k"),
+        ({"values": [1.0], "tol": -1.0}, "tol"),
+        ({"values": [1.0], "k_max": 0}, "k_max"),
+    ],
+)
 def test_bad_input(kwargs: dict, field: str) -> None:
     with pytest.raises(InputError) as err:
         bin_values(**kwargs)

@@ -41,8 +41,10 @@ def test_solve_prints_placement_and_writes_json(instance_file, tmp_path, capsys)
 
 @pytest.mark.parametrize("name", ["pmfirst", "packed-sticky", "random-nonsticky"])
 def test_solve_with_named_solver_as_json(instance_file, capsys, name):
-    assert main(["solve", str(instance_file), "--solver", name, "--seed", "4",
-                 "--format", "json"]) == 0
+    assert (
+        main(["solve", str(instance_file), "--solver", name, "--seed", "4", "--format", "json"])
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["solver"] == name
 
 
@@ -90,8 +92,12 @@ def test_unknown_solver_and_option_exit_2(instance_file, capsys):
 
 
 def test_console_script_runs(instance_file):
-    proc = subprocess.run([sys.executable, "-m", "palopt.cli", "solve", str(instance_file)],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "palopt.cli", "solve", str(instance_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["solver"] == "pal"
 

@@ -15,20 +15,23 @@ from palopt.result import Action
 @settings(max_examples=40, deadline=None)
 @given(st.data())
 def test_job_placements_match_the_formula(data: st.DataObject) -> None:
-    topo = build_cluster(data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)),
-                         data.draw(st.integers(1, 4)))
+    topo = build_cluster(
+        data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3)), data.draw(st.integers(1, 4))
+    )
     n = topo.n_gpus
     classes = ("a", "b")
-    slowdown = np.array([data.draw(st.lists(st.floats(0.5, 3.0), min_size=n, max_size=n))
-                         for _ in classes])
-    penalty = penalty_matrix(topo, classes, {"a": {"rack": 1.3, "cluster": 2.0},
-                                             "b": {"rack": 1.1, "cluster": 1.5}})
+    slowdown = np.array(
+        [data.draw(st.lists(st.floats(0.5, 3.0), min_size=n, max_size=n)) for _ in classes]
+    )
+    penalty = penalty_matrix(
+        topo, classes, {"a": {"rack": 1.3, "cluster": 2.0}, "b": {"rack": 1.1, "cluster": 1.5}}
+    )
     free = data.draw(st.permutations(list(range(n))))
     jobs, sets = [], []
     for i in range(data.draw(st.integers(0, 5))):
         k = data.draw(st.integers(1, n))
         gpus = free[:k] if len(free) >= k and data.draw(st.booleans()) else []
-        free = free[len(gpus):]
+        free = free[len(gpus) :]
         current = tuple(sorted(gpus)) if gpus and data.draw(st.booleans()) else ()
         jobs.append(Job(f"j{i}", k, data.draw(st.sampled_from(classes)), current_gpus=current))
         sets.append(gpus or None)

@@ -21,8 +21,12 @@ from palopt.solvers.exact.runner import BackendAnswer
 from palopt.solvers.greedy import greedy_assignment, round_cost
 from palopt.solvers.round import make_round, select_positions
 
-EXACT = [("cpsat", {}), ("cpsat", {"formulation": "compact"}), ("milp", {"backend": "cbc"}),
-         ("milp", {"backend": "highs"})]
+EXACT = [
+    ("cpsat", {}),
+    ("cpsat", {"formulation": "compact"}),
+    ("milp", {"backend": "cbc"}),
+    ("milp", {"backend": "highs"}),
+]
 HEURISTICS = ["greedy", "pal", "pmfirst", "packed-nonsticky", "random-nonsticky"]
 TOL = 1e-6
 
@@ -32,8 +36,9 @@ def brute_force(inst: Instance, mode: str = "prefix", keep_running: bool = False
     rnd = make_round(inst, mode, keep_running)
     free = [int(g) for g in np.flatnonzero(rnd.free)]
     jobs = [inst.queue[p] for p in rnd.open_positions]
-    fixed = sum(job_cost(inst, inst.queue[p], g).cost * inst.queue[p].weight
-                for p, g in rnd.fixed.items())
+    fixed = sum(
+        job_cost(inst, inst.queue[p], g).cost * inst.queue[p].weight for p, g in rnd.fixed.items()
+    )
 
     @cache
     def best(i: int, used: frozenset[int]) -> float:
@@ -52,8 +57,11 @@ def brute_force(inst: Instance, mode: str = "prefix", keep_running: bool = False
 @st.composite
 def tiny_instances(draw: st.DrawFn) -> Instance:
     """At most 12 GPUs, at most 5 queued jobs, one or two classes, ties likely."""
-    shape = draw(st.sampled_from([(1, 2, 2), (1, 3, 2), (2, 2, 2), (1, 2, 4), (1, 3, 4),
-                                  (2, 1, 4), (3, 2, 2), (1, 4, 3)]))
+    shape = draw(
+        st.sampled_from(
+            [(1, 2, 2), (1, 3, 2), (2, 2, 2), (1, 2, 4), (1, 3, 4), (2, 1, 4), (3, 2, 2), (1, 4, 3)]
+        )
+    )
     topo = build_cluster(*shape)
     n = topo.n_gpus
     classes = ("A", "B")[: draw(st.integers(1, 2))]
@@ -79,8 +87,7 @@ def tiny_instances(draw: st.DrawFn) -> Instance:
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(inst=tiny_instances(), mode=st.sampled_from(["prefix", "choose"]),
-       keep=st.booleans())
+@given(inst=tiny_instances(), mode=st.sampled_from(["prefix", "choose"]), keep=st.booleans())
 def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) -> None:
     optimum = brute_force(inst, mode, keep)
     selected = set(select_positions(inst, mode))
@@ -103,8 +110,10 @@ def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) 
     assert lower_bound(rnd) + round_cost(inst, rnd.fixed) <= optimum + 1e-9
     if rnd.open_positions:
         ub = round_cost(inst, greedy_assignment(rnd))
-        assert lagrangian_bound(rnd, ub, time_limit=1.0) + round_cost(inst, rnd.fixed) \
+        assert (
+            lagrangian_bound(rnd, ub, time_limit=1.0) + round_cost(inst, rnd.fixed)
             <= optimum + 1e-9
+        )
     if rnd.multi:
         cg = column_generation(rnd, greedy_assignment(rnd), time_limit=2.0)
         assert cg.bound + round_cost(inst, rnd.fixed) <= optimum + 1e-7
@@ -118,8 +127,10 @@ def test_no_heuristic_beats_the_proven_optimum(inst: Instance) -> None:
     for name in HEURISTICS:
         r = solve(inst, name, seed=3)
         assert_feasible(inst, r.assignment())
-        if r.n_placed == exact.n_placed and evaluate(inst, r.assignment()).placed == \
-                evaluate(inst, exact.assignment()).placed:
+        if (
+            r.n_placed == exact.n_placed
+            and evaluate(inst, r.assignment()).placed == evaluate(inst, exact.assignment()).placed
+        ):
             assert r.objective >= exact.objective - TOL * exact.objective - 1e-9, name
 
 
@@ -206,8 +217,13 @@ def test_deterministic_for_seed_and_workers() -> None:
 
 def test_choose_mode_backfills_and_wins_the_lexicographic_key() -> None:
     topo = build_cluster(1, 2, 2)
-    inst = Instance(topo, ("A",), np.array([[1.0, 1.2, 1.0, 1.1]]), np.array([[1.0, 1.5, 1.5]]),
-                    (Job("a", 2, "A"), Job("b", 3, "A"), Job("c", 1, "A")))
+    inst = Instance(
+        topo,
+        ("A",),
+        np.array([[1.0, 1.2, 1.0, 1.1]]),
+        np.array([[1.0, 1.5, 1.5]]),
+        (Job("a", 2, "A"), Job("b", 3, "A"), Job("c", 1, "A")),
+    )
     prefix = solve(inst, "cpsat", mode="prefix")
     choose = solve(inst, "cpsat", mode="choose")
     assert prefix.n_placed == 1 and choose.n_placed == 2
@@ -218,8 +234,9 @@ def test_choose_mode_backfills_and_wins_the_lexicographic_key() -> None:
 def test_running_jobs_move_unless_kept() -> None:
     topo = build_cluster(1, 2, 2)
     sd = np.array([[1.5, 1.5, 1.0, 1.0]])
-    inst = Instance(topo, ("A",), sd, np.array([[1.0, 1.7, 1.7]]),
-                    (Job("r", 2, "A", current_gpus=(0, 1)),))
+    inst = Instance(
+        topo, ("A",), sd, np.array([[1.0, 1.7, 1.7]]), (Job("r", 2, "A", current_gpus=(0, 1)),)
+    )
     moved = solve(inst, "cpsat")
     kept = solve(inst, "cpsat", keep_running=True)
     assert moved.assignment()["r"] == (2, 3) and moved.placements[0].action == "migrate"

@@ -38,8 +38,9 @@ def sf(artifact_dir: Path) -> np.ndarray:
     return table[[f"sf_{c}" for c in CLASSES]].to_numpy().T
 
 
-def instance(sf: np.ndarray, queue: list[Job], penalty: float = 1.7,
-             free: list[int] | None = None) -> Instance:
+def instance(
+    sf: np.ndarray, queue: list[Job], penalty: float = 1.7, free: list[int] | None = None
+) -> Instance:
     topo = build_cluster(1, 16, 4)
     busy = np.zeros(64, dtype=bool)
     if free is not None:
@@ -58,8 +59,12 @@ def gpus(result: PlacementResult) -> dict[str, list[int]]:
     return {p.job_id: list(p.gpus) for p in result.placements if p.placed}
 
 
-MIX = [Job("a2", 2, "classA"), Job("b1", 1, "classB"), Job("c4", 4, "classC"),
-       Job("d8", 8, "classD")]
+MIX = [
+    Job("a2", 2, "classA"),
+    Job("b1", 1, "classB"),
+    Job("c4", 4, "classC"),
+    Job("d8", 8, "classD"),
+]
 
 
 def test_pal_mix_on_empty_cluster(sf: np.ndarray) -> None:
@@ -72,8 +77,12 @@ def test_pal_mix_on_empty_cluster(sf: np.ndarray) -> None:
     # d8 (D, 8 GPUs > 4 per server): PM-First; the 6 free level-0 GPUs (g5 is taken), then 2
     #   of level 1 from the group scoring best on |size - 8|: whole free servers, s4 first.
     result = run("pal", instance(sf, MIX))
-    assert gpus(result) == {"a2": [4, 5], "b1": [7], "c4": [0, 1, 2, 3],
-                            "d8": [8, 13, 16, 17, 24, 49, 51, 56]}
+    assert gpus(result) == {
+        "a2": [4, 5],
+        "b1": [7],
+        "c4": [0, 1, 2, 3],
+        "d8": [8, 13, 16, 17, 24, 49, 51, 56],
+    }
 
 
 def test_pmfirst_mix_on_empty_cluster(sf: np.ndarray) -> None:
@@ -84,20 +93,31 @@ def test_pmfirst_mix_on_empty_cluster(sf: np.ndarray) -> None:
     # d8: level-0 g8, g24, g49, g51, g56 (g5, g13 taken), then 3 from a whole free server
     #   (score |4 - 8| = 4 is the best), s5 first -> g20, g21, g22.
     result = run("pmfirst", instance(sf, MIX))
-    assert gpus(result) == {"a2": [0, 1], "b1": [17], "c4": [5, 6, 7, 13],
-                            "d8": [8, 20, 21, 22, 24, 49, 51, 56]}
+    assert gpus(result) == {
+        "a2": [0, 1],
+        "b1": [17],
+        "c4": [5, 6, 7, 13],
+        "d8": [8, 20, 21, 22, 24, 49, 51, 56],
+    }
 
 
 def test_pal_with_running_jobs_sorts_window_and_keeps(sf: np.ndarray) -> None:
     # The same jobs in reverse queue order, three of them running. PAL frees every running
     # job, stable-sorts the window (all 15 GPUs fit) by class, and so computes exactly the
     # placement above; a job placed on exactly its old GPUs keeps running.
-    queue = [Job("d8", 8, "classD"), Job("c4", 4, "classC", current_gpus=(8, 9, 10, 11)),
-             Job("b1", 1, "classB", current_gpus=(7,)),
-             Job("a2", 2, "classA", current_gpus=(4, 5))]
+    queue = [
+        Job("d8", 8, "classD"),
+        Job("c4", 4, "classC", current_gpus=(8, 9, 10, 11)),
+        Job("b1", 1, "classB", current_gpus=(7,)),
+        Job("a2", 2, "classA", current_gpus=(4, 5)),
+    ]
     result = run("pal", instance(sf, queue))
-    assert gpus(result) == {"a2": [4, 5], "b1": [7], "c4": [0, 1, 2, 3],
-                            "d8": [8, 13, 16, 17, 24, 49, 51, 56]}
+    assert gpus(result) == {
+        "a2": [4, 5],
+        "b1": [7],
+        "c4": [0, 1, 2, 3],
+        "d8": [8, 13, 16, 17, 24, 49, 51, 56],
+    }
     actions = {p.job_id: p.action for p in result.placements}
     assert actions == {"a2": "keep", "b1": "keep", "c4": "migrate", "d8": "start"}
 

@@ -39,8 +39,13 @@ def test_pal_and_greedy_place_the_admitted_prefix() -> None:
 def test_greedy_takes_the_cheapest_tier() -> None:
     # Server 0 has one slow GPU; a 2-GPU job is cheaper on server 1 than across servers.
     topo = build_cluster(1, 2, 2)
-    inst = Instance(topo, ("A",), np.array([[1.0, 1.3, 1.05, 1.1]]),
-                    np.array([[1.0, 2.0, 2.0]]), (Job("j", 2, "A"),))
+    inst = Instance(
+        topo,
+        ("A",),
+        np.array([[1.0, 1.3, 1.05, 1.1]]),
+        np.array([[1.0, 2.0, 2.0]]),
+        (Job("j", 2, "A"),),
+    )
     r = solve(inst, "greedy")
     assert r.assignment()["j"] == (2, 3)
     assert r.objective == pytest.approx(1.1)
@@ -72,9 +77,28 @@ def test_run_instance_reports_gaps_to_the_optimum() -> None:
 
 
 def test_bench_command_writes_table_csv(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    code = main(["bench", "--sizes", "16", "--gpus-per-server", "4", "--loads", "1.0",
-                 "--profiles", "synthetic", "--seeds", "1", "--solvers", "pal,greedy,cpsat",
-                 "--time-limit", "3", "--out", str(tmp_path), "--no-plot"])
+    code = main(
+        [
+            "bench",
+            "--sizes",
+            "16",
+            "--gpus-per-server",
+            "4",
+            "--loads",
+            "1.0",
+            "--profiles",
+            "synthetic",
+            "--seeds",
+            "1",
+            "--solvers",
+            "pal,greedy,cpsat",
+            "--time-limit",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--no-plot",
+        ]
+    )
     assert code == 0
     out = capsys.readouterr().out
     assert "gap med" in out and "cpsat" in out

@@ -24,21 +24,34 @@ from palopt.solvers.heuristics import (
 )
 from palopt.solvers.pool import FreePool
 
-HEURISTICS = ("pal", "pmfirst", "packed-sticky", "packed-nonsticky", "random-sticky",
-              "random-nonsticky")
+HEURISTICS = (
+    "pal",
+    "pmfirst",
+    "packed-sticky",
+    "packed-nonsticky",
+    "random-sticky",
+    "random-nonsticky",
+)
 STICKY = ("packed-sticky", "random-sticky")
 CLASS_SORTED = ("pal", "pmfirst")
 CTX = RoundContext(np.random.default_rng(0))
 
 
-def make(slowdown: list[list[float]], servers: int, per_server: int, queue: tuple[Job, ...] = (),
-         busy: tuple[int, ...] | list[int] = (), penalty: float = 1.7) -> Instance:
+def make(
+    slowdown: list[list[float]],
+    servers: int,
+    per_server: int,
+    queue: tuple[Job, ...] = (),
+    busy: tuple[int, ...] | list[int] = (),
+    penalty: float = 1.7,
+) -> Instance:
     topo = build_cluster(1, servers, per_server)
     classes = tuple(f"c{i}" for i in range(len(slowdown)))
     mask = np.zeros(topo.n_gpus, dtype=bool)
     mask[list(busy)] = True
-    return Instance(topo, classes, np.array(slowdown), penalty_matrix(topo, classes, penalty),
-                    queue, mask)
+    return Instance(
+        topo, classes, np.array(slowdown), penalty_matrix(topo, classes, penalty), queue, mask
+    )
 
 
 def solve(name: str, inst: Instance, seed: int = 0, **config: str) -> PlacementResult:
@@ -62,8 +75,10 @@ def assert_in_sync(pool: FreePool) -> None:
     assert not (free & inst.busy).any()
     assert (pool.avail == np.where(free, pool.level, pool.tot.shape[1])).all()
     assert pool.n_free == free.sum()
-    assert pool.server_free.tolist() == np.bincount(pool.server[free],
-                                                    minlength=pool.n_servers).tolist()
+    assert (
+        pool.server_free.tolist()
+        == np.bincount(pool.server[free], minlength=pool.n_servers).tolist()
+    )
     for c in range(len(inst.classes)):
         levels = len(pool.values[c])
         expect = np.zeros((levels, pool.n_servers), dtype=np.int64)
@@ -82,8 +97,13 @@ def test_pool_counts_follow_the_mask(data: st.DataObject) -> None:
     servers = data.draw(st.integers(1, 4))
     per = data.draw(st.integers(1, 4))
     n = servers * per
-    rows = data.draw(st.lists(st.lists(st.sampled_from([0.9, 1.0, 1.3, 2.0]), min_size=n,
-                                       max_size=n), min_size=1, max_size=3))
+    rows = data.draw(
+        st.lists(
+            st.lists(st.sampled_from([0.9, 1.0, 1.3, 2.0]), min_size=n, max_size=n),
+            min_size=1,
+            max_size=3,
+        )
+    )
     busy = data.draw(st.lists(st.integers(0, n - 1), unique=True, max_size=n - 1))
     pool = FreePool(make(rows, servers, per, busy=busy))
     assert_in_sync(pool)
@@ -140,9 +160,10 @@ def test_pal_walk_ranks_ties() -> None:
 
 def pal_ctx(pool: FreePool, fixed: bool = False) -> RoundContext:
     inst = pool.instance
-    walk = tuple(pal_walk_ranks(pool.values[c], pool.first_seen[c], 1.0,
-                                float(inst.penalty[c, 1]), fixed)
-                 for c in range(len(inst.classes)))
+    walk = tuple(
+        pal_walk_ranks(pool.values[c], pool.first_seen[c], 1.0, float(inst.penalty[c, 1]), fixed)
+        for c in range(len(inst.classes))
+    )
     return RoundContext(np.random.default_rng(0), fixed, walk)
 
 
@@ -196,14 +217,19 @@ def test_random_draws_free_gpus_by_seed() -> None:
 
 
 def test_sticky_preempts_lowest_ranked_one_at_a_time() -> None:
-    queue = (Job("top", 2, "c0", current_gpus=(0, 1)), Job("w", 3, "c0"),
-             Job("r1", 1, "c0", current_gpus=(4,)), Job("r2", 1, "c0", current_gpus=(5,)),
-             Job("r3", 1, "c0", current_gpus=(6,)))
+    queue = (
+        Job("top", 2, "c0", current_gpus=(0, 1)),
+        Job("w", 3, "c0"),
+        Job("r1", 1, "c0", current_gpus=(4,)),
+        Job("r2", 1, "c0", current_gpus=(5,)),
+        Job("r3", 1, "c0", current_gpus=(6,)),
+    )
     result = solve("packed-sticky", make([[1.0] * 8], 2, 4, queue))
     by_id = {p.job_id: p for p in result.placements}
     # 3 GPUs are free (2, 3, 7) and w needs 3: nothing is preempted.
-    assert by_id["w"].action == Action.START and {p.action for p in result.placements
-                                                  if p.job_id != "w"} == {Action.KEEP}
+    assert by_id["w"].action == Action.START and {
+        p.action for p in result.placements if p.job_id != "w"
+    } == {Action.KEEP}
     queue = queue[:1] + (Job("w", 5, "c0"),) + queue[2:]
     result = solve("packed-sticky", make([[1.0] * 8], 2, 4, queue))
     by_id = {p.job_id: p for p in result.placements}
@@ -215,16 +241,24 @@ def test_sticky_preempts_lowest_ranked_one_at_a_time() -> None:
 
 
 def test_sticky_stops_when_preemption_is_not_enough() -> None:
-    queue = (Job("top", 4, "c0", current_gpus=(0, 1, 2, 3)), Job("w", 6, "c0"),
-             Job("r", 1, "c0", current_gpus=(4,)), Job("x", 1, "c0"))
+    queue = (
+        Job("top", 4, "c0", current_gpus=(0, 1, 2, 3)),
+        Job("w", 6, "c0"),
+        Job("r", 1, "c0", current_gpus=(4,)),
+        Job("x", 1, "c0"),
+    )
     result = solve("random-sticky", make([[1.0] * 8], 2, 4, queue))
     by_id = {p.job_id: p for p in result.placements}
     assert not by_id["w"].placed and by_id["top"].action == Action.KEEP
     assert by_id["r"].action == Action.PREEMPT  # the artifact does not restore it
     assert not by_id["x"].placed and str(by_id["x"].reason).startswith("blocked")
     fixed = solve("random-sticky", make([[1.0] * 8], 2, 4, queue), variant="fixed")
-    assert [p.action for p in fixed.placements] == [Action.KEEP, Action.WAIT, Action.KEEP,
-                                                     Action.WAIT]
+    assert [p.action for p in fixed.placements] == [
+        Action.KEEP,
+        Action.WAIT,
+        Action.KEEP,
+        Action.WAIT,
+    ]
 
 
 def test_sticky_offers_a_preempted_job_again_at_its_position() -> None:
@@ -239,7 +273,11 @@ def test_sticky_offers_a_preempted_job_again_at_its_position() -> None:
 
 def test_variant_option() -> None:
     assert get_solver("pmfirst", variant="fixed").solve(make([[1.0]], 1, 1)).settings == {
-        "policy": "pmfirst", "sticky": False, "class_sort": True, "variant": "fixed"}
+        "policy": "pmfirst",
+        "sticky": False,
+        "class_sort": True,
+        "variant": "fixed",
+    }
     with pytest.raises(InputError, match="variant"):
         get_solver("pal", variant="newest")
     with pytest.raises(InputError, match="variant"):
@@ -273,19 +311,25 @@ def instances(draw: st.DrawFn) -> Instance:
             cur, spare = tuple(spare[:k]), spare[k:]
         queue.append(Job(f"j{i}", k, draw(st.sampled_from(classes)), current_gpus=cur))
     penalty = draw(st.sampled_from([1.0, 1.3, 1.7]))
-    return Instance(topo, classes, np.array(slowdown), penalty_matrix(topo, classes, penalty),
-                    tuple(queue), busy)
+    return Instance(
+        topo,
+        classes,
+        np.array(slowdown),
+        penalty_matrix(topo, classes, penalty),
+        tuple(queue),
+        busy,
+    )
 
 
 SOLVER_CONFIGS: list[tuple[str, dict[str, str]]] = [(name, {}) for name in HEURISTICS] + [
-    (name, {"variant": "fixed"}) for name in ("pal", "pmfirst", "packed-sticky")]
+    (name, {"variant": "fixed"}) for name in ("pal", "pmfirst", "packed-sticky")
+]
 
 
 @pytest.mark.parametrize(("name", "config"), SOLVER_CONFIGS)
 @settings(max_examples=40, deadline=None)
 @given(inst=instances(), seed=st.integers(0, 2**32 - 1))
-def test_solver_properties(name: str, config: dict[str, str], inst: Instance,
-                           seed: int) -> None:
+def test_solver_properties(name: str, config: dict[str, str], inst: Instance, seed: int) -> None:
     result = solve(name, inst, seed, **config)
     again = get_solver(name, **config).solve(inst, seed=seed)
     assert [p.gpus for p in again.placements] == [p.gpus for p in result.placements]
@@ -319,7 +363,7 @@ def check_sticky(inst: Instance, result: PlacementResult, fixed: bool) -> None:
             by = order.index(str(p.reason).removeprefix("preempted for job ").strip("'"))
             assert by < i and not inst.queue[by].is_running
             assert result.placements[by].placed or not fixed
-    assert preempted == running[len(running) - len(preempted):]
+    assert preempted == running[len(running) - len(preempted) :]
 
 
 def check_window(inst: Instance, result: PlacementResult) -> None:
@@ -331,18 +375,30 @@ def check_window(inst: Instance, result: PlacementResult) -> None:
 
 
 @settings(max_examples=30, deadline=None)
-@given(seed=st.integers(0, 10_000), servers=st.integers(2, 12), per=st.sampled_from([2, 4, 8]),
-       fixed=st.booleans())
+@given(
+    seed=st.integers(0, 10_000),
+    servers=st.integers(2, 12),
+    per=st.sampled_from([2, 4, 8]),
+    fixed=st.booleans(),
+)
 def test_pal_many_levels_path_equals_the_walk(seed, servers, per, fixed):
     """Unbinned profiles (many distinct slowdowns) take an array shortcut through PAL's walk;
     it must choose exactly what the level-by-level walk chooses."""
     rng = np.random.default_rng(seed)
     topo = build_cluster(1, servers, per)
     sd = rng.lognormal(0.0, 0.05, (2, topo.n_gpus))
-    queue = tuple(Job(f"j{i}", int(rng.choice([1, 2, 2, 3, per])), ("A", "B")[i % 2])
-                  for i in range(servers * per // 2))
-    inst = Instance(topo, ("A", "B"), sd, penalty_matrix(topo, ("A", "B"), 1.3), queue,
-                    busy=rng.random(topo.n_gpus) < 0.2)
+    queue = tuple(
+        Job(f"j{i}", int(rng.choice([1, 2, 2, 3, per])), ("A", "B")[i % 2])
+        for i in range(servers * per // 2)
+    )
+    inst = Instance(
+        topo,
+        ("A", "B"),
+        sd,
+        penalty_matrix(topo, ("A", "B"), 1.3),
+        queue,
+        busy=rng.random(topo.n_gpus) < 0.2,
+    )
     solver = get_solver("pal", variant="fixed" if fixed else "artifact")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(heuristics, "_MANY_LEVELS", 0)

@@ -10,45 +10,56 @@ from palopt.errors import InputError
 from palopt.hostlist import compress_hostlist, expand_hostlist
 
 
-@pytest.mark.parametrize(("text", "names"), [
-    ("node[01-04,07],gpu-a[1-3]",
-     ["node01", "node02", "node03", "node04", "node07", "gpu-a1", "gpu-a2", "gpu-a3"]),
-    ("n[8-10]", ["n8", "n9", "n10"]),
-    ("n[08-10]", ["n08", "n09", "n10"]),
-    ("login", ["login"]),
-    (" a1,b2 ", ["a1", "b2"]),
-    ("r[1-2]n[1-2]", ["r1n1", "r1n2", "r2n1", "r2n2"]),
-    ("x[3]-ib", ["x3-ib"]),
-])
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        (
+            "node[01-04,07],gpu-a[1-3]",
+            ["node01", "node02", "node03", "node04", "node07", "gpu-a1", "gpu-a2", "gpu-a3"],
+        ),
+        ("n[8-10]", ["n8", "n9", "n10"]),
+        ("n[08-10]", ["n08", "n09", "n10"]),
+        ("login", ["login"]),
+        (" a1,b2 ", ["a1", "b2"]),
+        ("r[1-2]n[1-2]", ["r1n1", "r1n2", "r2n1", "r2n2"]),
+        ("x[3]-ib", ["x3-ib"]),
+    ],
+)
 def test_expand(text: str, names: list[str]) -> None:
     assert expand_hostlist(text) == names
 
 
-@pytest.mark.parametrize(("text", "problem"), [
-    ("node[01-04", "not closed"),
-    ("node01-04]", "without"),
-    ("node[[1-2]]", "nested"),
-    ("node[4-1]", "start above end"),
-    ("node[a-c]", "bad range"),
-    ("node[1-]", "bad range"),
-    ("node[]", "bad range"),
-    ("a,,b", "empty host name"),
-    ("", "empty host name"),
-])
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("node[01-04", "not closed"),
+        ("node01-04]", "without"),
+        ("node[[1-2]]", "nested"),
+        ("node[4-1]", "start above end"),
+        ("node[a-c]", "bad range"),
+        ("node[1-]", "bad range"),
+        ("node[]", "bad range"),
+        ("a,,b", "empty host name"),
+        ("", "empty host name"),
+    ],
+)
 def test_expand_errors(text: str, problem: str) -> None:
     with pytest.raises(InputError, match=problem) as info:
         expand_hostlist(text, "topology.conf:3")
     assert info.value.field == "topology.conf:3"
 
 
-@pytest.mark.parametrize(("names", "text"), [
-    (["node03", "node01", "node02", "node07"], "node[01-03,07]"),
-    (["n9", "n10", "n11"], "n[9-11]"),
-    (["n09", "n10"], "n[09-10]"),
-    (["n1", "n01"], "n[1,01]"),
-    (["node01"], "node01"),
-    (["b", "a2", "a1", "a1"], "a[1-2],b"),
-])
+@pytest.mark.parametrize(
+    ("names", "text"),
+    [
+        (["node03", "node01", "node02", "node07"], "node[01-03,07]"),
+        (["n9", "n10", "n11"], "n[9-11]"),
+        (["n09", "n10"], "n[09-10]"),
+        (["n1", "n01"], "n[1,01]"),
+        (["node01"], "node01"),
+        (["b", "a2", "a1", "a1"], "a[1-2],b"),
+    ],
+)
 def test_compress(names: list[str], text: str) -> None:
     assert compress_hostlist(names) == text
 
@@ -61,8 +72,7 @@ def test_compress_rejects_bad_names() -> None:
 _prefix = st.text(alphabet="abz-.", min_size=0, max_size=4) | st.sampled_from(["r1n", "gpu-a"])
 _host = st.one_of(
     st.text(alphabet="abz-", min_size=1, max_size=5),  # no trailing number
-    st.builds(lambda p, v, w: p + str(v).zfill(w), _prefix,
-              st.integers(0, 120), st.integers(0, 4)),
+    st.builds(lambda p, v, w: p + str(v).zfill(w), _prefix, st.integers(0, 120), st.integers(0, 4)),
 )
 
 

@@ -51,11 +51,13 @@ def test_pcie_sample_has_no_nvlink_tier() -> None:
 
 
 def test_colours_prompt_soc_and_gpu_numbers() -> None:
-    text = ("$ nvidia-smi topo -m\n"
-            "\x1b[4m\tGPU2\tGPU5\tmlx5_0\tCPU Affinity\x1b[0m\n"
-            "\x1b[4mGPU2\x1b[0m\t X \tSOC\tPHB\t0-7\n"
-            "GPU5\tSOC\t X \tSOC\t8-15\n"
-            "mlx5_0\tPHB\tSOC\t X \n")
+    text = (
+        "$ nvidia-smi topo -m\n"
+        "\x1b[4m\tGPU2\tGPU5\tmlx5_0\tCPU Affinity\x1b[0m\n"
+        "\x1b[4mGPU2\x1b[0m\t X \tSOC\tPHB\t0-7\n"
+        "GPU5\tSOC\t X \tSOC\t8-15\n"
+        "mlx5_0\tPHB\tSOC\t X \n"
+    )
     m = parse_nvidia_smi(text)
     assert m.local == (2, 5)
     assert m.paths == (("X", "SYS"), ("SYS", "X"))
@@ -78,18 +80,21 @@ def _with(line: int, text: str | None) -> str:
     return "\n".join(lines) + "\n\nLegend:\n  X = Self\n"
 
 
-@pytest.mark.parametrize(("text", "line", "problem"), [
-    (_with(4, None), 1, "column in the header but no row"),
-    (_with(4, "GPU3\tPHB\tPHB\t X "), 4, "no column in the header"),
-    (_with(3, "GPU1\tNV1\t X "), 3, "not square"),
-    (_with(3, "GPU1\tNV1\t X \tFOO"), 3, "unknown entry"),
-    (_with(3, "GPU1\tNV1\t X \tNV"), 3, "unknown entry"),
-    (_with(3, "GPU1\tNV1\tPIX\tPHB"), 3, "diagonal"),
-    (_with(3, "GPU1\tX\tX\tPHB"), 3, "diagonal"),
-    (_with(3, "GPU1\tPIX\t X \tPHB"), 3, "symmetric"),
-    (_with(3, "GPU0\tNV1\t X \tPHB"), 3, "row given twice"),
-    (_with(1, "\tGPU0\tGPU0\tGPU2"), 1, "GPU column given twice"),
-])
+@pytest.mark.parametrize(
+    ("text", "line", "problem"),
+    [
+        (_with(4, None), 1, "column in the header but no row"),
+        (_with(4, "GPU3\tPHB\tPHB\t X "), 4, "no column in the header"),
+        (_with(3, "GPU1\tNV1\t X "), 3, "not square"),
+        (_with(3, "GPU1\tNV1\t X \tFOO"), 3, "unknown entry"),
+        (_with(3, "GPU1\tNV1\t X \tNV"), 3, "unknown entry"),
+        (_with(3, "GPU1\tNV1\tPIX\tPHB"), 3, "diagonal"),
+        (_with(3, "GPU1\tX\tX\tPHB"), 3, "diagonal"),
+        (_with(3, "GPU1\tPIX\t X \tPHB"), 3, "symmetric"),
+        (_with(3, "GPU0\tNV1\t X \tPHB"), 3, "row given twice"),
+        (_with(1, "\tGPU0\tGPU0\tGPU2"), 1, "GPU column given twice"),
+    ],
+)
 def test_errors_name_file_and_line(text: str, line: int, problem: str) -> None:
     with pytest.raises(InputError, match=problem) as info:
         parse_nvidia_smi(text, "srv.txt")

@@ -19,10 +19,24 @@ SAMPLES = Path(__file__).resolve().parent.parent / "instances" / "topology"
 def test_sample_tree() -> None:
     tree = read_topology_conf(SAMPLES / "topology.conf")
     assert tree.root == "core"
-    assert tree.nodes == ("node01", "node02", "node03", "node04", "node05", "node06",
-                          "dgx1", "dgx2", "t4-01", "t4-02")
+    assert tree.nodes == (
+        "node01",
+        "node02",
+        "node03",
+        "node04",
+        "node05",
+        "node06",
+        "dgx1",
+        "dgx2",
+        "t4-01",
+        "t4-02",
+    )
     assert {s.name: tree.tier(s.name) for s in tree.switches} == {
-        "rack1": "rack", "rack2": "rack", "rack3": "rack", "core": "cluster"}
+        "rack1": "rack",
+        "rack2": "rack",
+        "rack3": "rack",
+        "core": "cluster",
+    }
     assert [s.line for s in tree.switches] == [4, 5, 6, 7]
 
 
@@ -49,28 +63,41 @@ def test_single_switch_is_the_cluster() -> None:
     assert tree.root == "s0" and tree.tier("s0") == "cluster"
 
 
-@pytest.mark.parametrize(("text", "line", "problem"), [
-    ("SwitchName=s1 Nodes=a[1-2]\nSwitchName=s2 Nodes=a[3-4]\n", 2, "several root switches"),
-    ("SwitchName=s1 Switches=s2\nSwitchName=s2 Switches=s1\n", 1, "cycle"),
-    ("SwitchName=t Nodes=a1\nSwitchName=s1 Switches=s2\nSwitchName=s2 Switches=s1\n"
-     "SwitchName=top Switches=t\n", 2, "cycle"),
-    ("SwitchName=s1 Nodes=a1\nSwitchName=top Switches=s[1-2]\n", 2, "undefined switch"),
-    ("SwitchName=s1 Nodes=a[1-\nSwitchName=top Switches=s1\n", 1, "bad host list"),
-    ("SwitchName=s1 Nodes=a[3-1]\nSwitchName=top Switches=s1\n", 1, "start above end"),
-    ("SwitchName=s1 Nodes=a1\nSwitchName=s2 Nodes=a1\nSwitchName=top Switches=s[1-2]\n", 2,
-     "already under switch 's1'"),
-    ("SwitchName=s1 Nodes=a1\nSwitchName=s2 Switches=s1\nSwitchName=top Switches=s[1-2]\n", 3,
-     "already a child"),
-    ("SwitchName=s1 Nodes=a1\nSwitchName=s1 Nodes=a2\n", 2, "already defined on line 1"),
-    ("SwitchName=s1 Nodes=a1 Switches=s2\n", 1, "exactly one of Nodes= and Switches="),
-    ("SwitchName=s1\n", 1, "exactly one of Nodes= and Switches="),
-    ("\n\nNodes=a1\n", 3, "SwitchName="),
-    ("SwitchName=s1 Nodes=a1 Speed=3\n", 1, "unknown key"),
-    ("BlockName=b1 Nodes=a1\n", 1, "not supported"),
-    ("SwitchName=s1 Nodes\n", 1, "KEY=VALUE"),
-    ("SwitchName=s1 Nodes=s1\n", 1, "both a switch and a node"),
-    ("SwitchName=s[1-2] Nodes=a1\n", 1, "one name"),
-])
+@pytest.mark.parametrize(
+    ("text", "line", "problem"),
+    [
+        ("SwitchName=s1 Nodes=a[1-2]\nSwitchName=s2 Nodes=a[3-4]\n", 2, "several root switches"),
+        ("SwitchName=s1 Switches=s2\nSwitchName=s2 Switches=s1\n", 1, "cycle"),
+        (
+            "SwitchName=t Nodes=a1\nSwitchName=s1 Switches=s2\nSwitchName=s2 Switches=s1\n"
+            "SwitchName=top Switches=t\n",
+            2,
+            "cycle",
+        ),
+        ("SwitchName=s1 Nodes=a1\nSwitchName=top Switches=s[1-2]\n", 2, "undefined switch"),
+        ("SwitchName=s1 Nodes=a[1-\nSwitchName=top Switches=s1\n", 1, "bad host list"),
+        ("SwitchName=s1 Nodes=a[3-1]\nSwitchName=top Switches=s1\n", 1, "start above end"),
+        (
+            "SwitchName=s1 Nodes=a1\nSwitchName=s2 Nodes=a1\nSwitchName=top Switches=s[1-2]\n",
+            2,
+            "already under switch 's1'",
+        ),
+        (
+            "SwitchName=s1 Nodes=a1\nSwitchName=s2 Switches=s1\nSwitchName=top Switches=s[1-2]\n",
+            3,
+            "already a child",
+        ),
+        ("SwitchName=s1 Nodes=a1\nSwitchName=s1 Nodes=a2\n", 2, "already defined on line 1"),
+        ("SwitchName=s1 Nodes=a1 Switches=s2\n", 1, "exactly one of Nodes= and Switches="),
+        ("SwitchName=s1\n", 1, "exactly one of Nodes= and Switches="),
+        ("\n\nNodes=a1\n", 3, "SwitchName="),
+        ("SwitchName=s1 Nodes=a1 Speed=3\n", 1, "unknown key"),
+        ("BlockName=b1 Nodes=a1\n", 1, "not supported"),
+        ("SwitchName=s1 Nodes\n", 1, "KEY=VALUE"),
+        ("SwitchName=s1 Nodes=s1\n", 1, "both a switch and a node"),
+        ("SwitchName=s[1-2] Nodes=a1\n", 1, "one name"),
+    ],
+)
 def test_errors_name_file_and_line(text: str, line: int, problem: str) -> None:
     with pytest.raises(InputError, match=problem) as info:
         parse_topology_conf(text, "topology.conf")

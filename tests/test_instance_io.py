@@ -26,10 +26,10 @@ from palopt.io import instance_from_dict, instance_schema, instance_to_dict
 
 def small_instance() -> Instance:
     topo = build_cluster(2, 2, 2)
-    sd = np.array([[1.0, 1.1, 0.9, 1.2, 1.0, 1.3, 1.05, 1.0],
-                   [1.0, 1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 1.5]])
-    pen = penalty_matrix(topo, ("A", "B"), {"A": {"rack": 1.5, "cluster": 2.0},
-                                            "B": {"rack": 1.2}})
+    sd = np.array(
+        [[1.0, 1.1, 0.9, 1.2, 1.0, 1.3, 1.05, 1.0], [1.0, 1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 1.5]]
+    )
+    pen = penalty_matrix(topo, ("A", "B"), {"A": {"rack": 1.5, "cluster": 2.0}, "B": {"rack": 1.2}})
     queue = (Job("a", 2, "A"), Job("b", 1, "B", weight=2.0, current_gpus=(3,)), Job("c", 4, "A"))
     return Instance(topo, ("A", "B"), sd, pen, queue)
 
@@ -69,8 +69,14 @@ def test_cost_parts_by_hand():
 
 def test_checker_finds_every_violation():
     inst = small_instance().replace_queue(small_instance().queue)
-    busy = Instance(inst.topology, inst.classes, inst.slowdown, inst.penalty,
-                    (Job("a", 2, "A"), Job("c", 2, "A")), busy=np.eye(1, 8, 7, dtype=bool)[0])
+    busy = Instance(
+        inst.topology,
+        inst.classes,
+        inst.slowdown,
+        inst.penalty,
+        (Job("a", 2, "A"), Job("c", 2, "A")),
+        busy=np.eye(1, 8, 7, dtype=bool)[0],
+    )
     assert check_feasible(busy, {"a": [0, 1], "c": [2, 3]}) == []
     problems = check_feasible(busy, {"a": [0, 0], "c": [0, 7], "zz": [1], "x": []})
     text = " | ".join(problems)
@@ -93,9 +99,17 @@ def test_schema_accepts_written_instances_and_is_valid():
     schema = instance_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
     jsonschema.validate(as_dict(), schema)
-    jsonschema.validate({"format": "palopt.instance/1", "topology": {"shape": "2x4"},
-                         "classes": ["A"], "slowdown": {"A": [1.0] * 8}, "penalties": 1.5,
-                         "queue": [{"id": "j", "num_gpus": 2, "class": "A"}]}, schema)
+    jsonschema.validate(
+        {
+            "format": "palopt.instance/1",
+            "topology": {"shape": "2x4"},
+            "classes": ["A"],
+            "slowdown": {"A": [1.0] * 8},
+            "penalties": 1.5,
+            "queue": [{"id": "j", "num_gpus": 2, "class": "A"}],
+        },
+        schema,
+    )
 
 
 def _bad(path: str, value):
@@ -146,8 +160,9 @@ def test_bad_instances_name_field_and_value(path, value, field):
 def test_disconnected_topology_rejected():
     data = as_dict()
     data["topology"] = copy.deepcopy(data["topology"])
-    data["topology"]["edges"] = [e for e in data["topology"]["edges"]
-                                 if {e["source"], e["target"]} != {"rack1", "cluster"}]
+    data["topology"]["edges"] = [
+        e for e in data["topology"]["edges"] if {e["source"], e["target"]} != {"rack1", "cluster"}
+    ]
     with pytest.raises(InputError, match="disconnected"):
         instance_from_dict(data)
 

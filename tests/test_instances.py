@@ -40,8 +40,9 @@ def test_cli_solves_the_32gpu_instance(capsys) -> None:
 
 
 def test_generator_reproduces_the_files(tmp_path: Path, artifact_dir: Path) -> None:
-    spec = importlib.util.spec_from_file_location("make_instances",
-                                                  ROOT / "bench" / "make_instances.py")
+    spec = importlib.util.spec_from_file_location(
+        "make_instances", ROOT / "bench" / "make_instances.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -29,5 +29,7 @@ def test_json_example_is_a_valid_instance():
 
 def test_first_lines_are_the_two_commands():
     first = blocks("bash")[0].strip().splitlines()
-    assert first == ["pip install -e '.[all]' && palopt solve instances/longhorn-32gpu.json "
-                     "--format table", "python -m pytest -q"]
+    assert first == [
+        "pip install -e '.[all]' && palopt solve instances/longhorn-32gpu.json --format table",
+        "python -m pytest -q",
+    ]

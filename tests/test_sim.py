@@ -26,8 +26,9 @@ from palopt.sim.engine import DONE, RUNNING
 from palopt.topology import build_cluster
 
 
-def job(jid: str, n: int, submit: float, iters: float, cls: str = "A",
-        base: float = 1.0) -> TraceJob:
+def job(
+    jid: str, n: int, submit: float, iters: float, cls: str = "A", base: float = 1.0
+) -> TraceJob:
     return TraceJob(jid, n, submit, iters, "m", cls, base)
 
 
@@ -43,6 +44,7 @@ def finish(res, jid: str) -> float:
 
 # --- hand-computed scenarios: two jobs, four GPUs ------------------------------------------
 
+
 def test_two_jobs_pal_by_hand():
     # 2 servers x 2 GPUs; GPU 2 is 1.5x slow. PAL puts j1 on server 0 (cost 1.0) and j2 on
     # server 1 (cost 1.5 within < 1.0 x 1.7 across). R = 100 s, base 1 s/iteration.
@@ -56,8 +58,9 @@ def test_two_jobs_pal_by_hand():
     assert s["avg_jct_h"] == pytest.approx((1000 + 800) / 2 / 3600)
     assert s["preemptions"] == 0 and s["migrations"] == 0
     # Exact completion: j2 finishes 500 x 1.5 s after its start.
-    res = simulate(topo, prof, trace, "pal", "fifo",
-                   SimConfig(round_s=100, completion="exact", check=True))
+    res = simulate(
+        topo, prof, trace, "pal", "fifo", SimConfig(round_s=100, completion="exact", check=True)
+    )
     assert finish(res, "j2") == pytest.approx(750.0)
     assert finish(res, "j1") == pytest.approx(1000.0)
 
@@ -66,22 +69,36 @@ def test_charge_differs_from_rank():
     # Placement ranks by the binned value (all 1.0) but the simulator charges the raw one.
     topo = build_cluster(1, 1, 2)
     prof = ClusterProfile(("A",), np.ones((1, 2)), np.array([[1.0, 1.25]]))
-    res = simulate(topo, prof, [job("j", 2, 0, 400)], "pal", "fifo",
-                   SimConfig(round_s=100, check=True))
+    res = simulate(
+        topo, prof, [job("j", 2, 0, 400)], "pal", "fifo", SimConfig(round_s=100, check=True)
+    )
     assert finish(res, "j") == 500.0  # 80 iterations per round
-    res = simulate(topo, prof.fixed(), [job("j", 2, 0, 400)], "pal", "fifo",
-                   SimConfig(round_s=100, check=True))
+    res = simulate(
+        topo, prof.fixed(), [job("j", 2, 0, 400)], "pal", "fifo", SimConfig(round_s=100, check=True)
+    )
     assert finish(res, "j") == 400.0
 
 
 def test_locality_penalty_charged_across_servers():
     # A 4-GPU job on 2 servers of 2 GPUs runs at 1 / 1.7 speed.
     topo = build_cluster(1, 2, 2)
-    res = simulate(topo, flat(4), [job("j", 4, 0, 100)], "packed-sticky", "fifo",
-                   SimConfig(round_s=100, penalties=1.7, check=True))
+    res = simulate(
+        topo,
+        flat(4),
+        [job("j", 4, 0, 100)],
+        "packed-sticky",
+        "fifo",
+        SimConfig(round_s=100, penalties=1.7, check=True),
+    )
     assert finish(res, "j") == 200.0  # 58.8 iterations per round
-    res = simulate(topo, flat(4), [job("j", 4, 0, 100)], "packed-sticky", "fifo",
-                   SimConfig(round_s=100, penalties=1.0, check=True))
+    res = simulate(
+        topo,
+        flat(4),
+        [job("j", 4, 0, 100)],
+        "packed-sticky",
+        "fifo",
+        SimConfig(round_s=100, penalties=1.0, check=True),
+    )
     assert finish(res, "j") == 100.0
 
 
@@ -105,11 +122,18 @@ def test_las_preempts_and_restart_cost():
     res = simulate(topo, flat(2), trace, "packed-sticky", "las", SimConfig(round_s=100, check=True))
     assert (finish(res, "a"), finish(res, "b")) == (400.0, 200.0)
     assert summary(res)["preemptions"] == 1
-    res = simulate(topo, flat(2), trace, "packed-sticky", "las",
-                   SimConfig(round_s=100, restart_cost_s=20, check=True))
+    res = simulate(
+        topo,
+        flat(2),
+        trace,
+        "packed-sticky",
+        "las",
+        SimConfig(round_s=100, restart_cost_s=20, check=True),
+    )
     assert (finish(res, "a"), finish(res, "b")) == (500.0, 200.0)
-    res = simulate(topo, flat(2), trace, "packed-sticky", "fifo",
-                   SimConfig(round_s=100, check=True))
+    res = simulate(
+        topo, flat(2), trace, "packed-sticky", "fifo", SimConfig(round_s=100, check=True)
+    )
     assert (finish(res, "a"), finish(res, "b")) == (300.0, 400.0)
 
 
@@ -119,8 +143,9 @@ def test_backfill():
     topo = build_cluster(1, 1, 4)
     trace = [job("a", 3, 0, 1000), job("b", 2, 0, 100), job("c", 1, 0, 100)]
     plain = simulate(topo, flat(4), trace, "pal", "fifo", SimConfig(round_s=100, check=True))
-    back = simulate(topo, flat(4), trace, "pal", "fifo",
-                    SimConfig(round_s=100, backfill=True, check=True))
+    back = simulate(
+        topo, flat(4), trace, "pal", "fifo", SimConfig(round_s=100, backfill=True, check=True)
+    )
     c = [j.id for j in plain.jobs.jobs].index("c")
     assert plain.jobs.first_start[c] == 1000.0
     assert back.jobs.first_start[c] == 0.0
@@ -138,22 +163,40 @@ def test_waiting_until_arrival_and_round_alignment():
 
 # --- conservation -------------------------------------------------------------------------
 
+
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000),
-       solver=st.sampled_from(["pal", "pmfirst", "packed-sticky", "packed-nonsticky",
-                               "random-sticky"]),
-       policy=st.sampled_from(["fifo", "las", "srtf", "tiresias"]),
-       backfill=st.booleans())
+@given(
+    seed=st.integers(0, 10_000),
+    solver=st.sampled_from(
+        ["pal", "pmfirst", "packed-sticky", "packed-nonsticky", "random-sticky"]
+    ),
+    policy=st.sampled_from(["fifo", "las", "srtf", "tiresias"]),
+    backfill=st.booleans(),
+)
 def test_conservation(seed, solver, policy, backfill):
     rng = np.random.default_rng(seed)
     topo = build_cluster(1, 3, 4)
-    prof = ClusterProfile(("A", "B"), rng.uniform(0.9, 1.3, (2, 12)),
-                          rng.uniform(0.9, 1.3, (2, 12)))
-    trace = [job(str(i), int(rng.choice([1, 2, 3, 4, 6, 8])), float(rng.integers(0, 2000)),
-                 float(rng.integers(50, 800)), str(rng.choice(["A", "B"])))
-             for i in range(12)]
-    sim = Simulator(topo, prof, trace, solver, policy,
-                    SimConfig(round_s=100, backfill=backfill, check=True, seed=seed))
+    prof = ClusterProfile(
+        ("A", "B"), rng.uniform(0.9, 1.3, (2, 12)), rng.uniform(0.9, 1.3, (2, 12))
+    )
+    trace = [
+        job(
+            str(i),
+            int(rng.choice([1, 2, 3, 4, 6, 8])),
+            float(rng.integers(0, 2000)),
+            float(rng.integers(50, 800)),
+            str(rng.choice(["A", "B"])),
+        )
+        for i in range(12)
+    ]
+    sim = Simulator(
+        topo,
+        prof,
+        trace,
+        solver,
+        policy,
+        SimConfig(round_s=100, backfill=backfill, check=True, seed=seed),
+    )
     jt = sim.jobs
     while not sim.finished:
         before = jt.iters_done.copy()
@@ -175,22 +218,37 @@ def test_conservation(seed, solver, policy, backfill):
 
 # --- determinism, extra jobs, policies, profiles ------------------------------------------
 
+
 def test_determinism_per_seed():
     rng = np.random.default_rng(5)
     topo = build_cluster(1, 4, 4)
     prof = ClusterProfile(("A",), rng.uniform(0.9, 1.3, (1, 16)), rng.uniform(0.9, 1.3, (1, 16)))
-    trace = [job(str(i), int(rng.choice([1, 2, 4, 8])), float(rng.integers(0, 3000)),
-                 float(rng.integers(100, 3000))) for i in range(30)]
+    trace = [
+        job(
+            str(i),
+            int(rng.choice([1, 2, 4, 8])),
+            float(rng.integers(0, 3000)),
+            float(rng.integers(100, 3000)),
+        )
+        for i in range(30)
+    ]
 
     def run(seed):
-        res = simulate(topo, prof, trace, "random-nonsticky", "fifo",
-                       SimConfig(round_s=300, seed=seed, check=True))
+        res = simulate(
+            topo,
+            prof,
+            trace,
+            "random-nonsticky",
+            "fifo",
+            SimConfig(round_s=300, seed=seed, check=True),
+        )
         return res.jobs.finish.tolist()
 
     assert run(1) == run(1)
     assert run(1) != run(2)
-    assert synthetic_trace(40, 20.0, 3, np.array([1, 2]), np.full(2, 0.5)) == \
-        synthetic_trace(40, 20.0, 3, np.array([1, 2]), np.full(2, 0.5))
+    assert synthetic_trace(40, 20.0, 3, np.array([1, 2]), np.full(2, 0.5)) == synthetic_trace(
+        40, 20.0, 3, np.array([1, 2]), np.full(2, 0.5)
+    )
 
 
 def test_synthetic_trace_distribution():
@@ -259,8 +317,14 @@ def test_bad_inputs():
 
 def test_step_by_step_library_use():
     topo = build_cluster(1, 1, 2)
-    sim = Simulator(topo, flat(2), [job("a", 1, 0, 150), job("b", 1, 0, 50)], "pal", "fifo",
-                    SimConfig(round_s=100))
+    sim = Simulator(
+        topo,
+        flat(2),
+        [job("a", 1, 0, 150), job("b", 1, 0, 50)],
+        "pal",
+        "fifo",
+        SimConfig(round_s=100),
+    )
     r0 = sim.step()
     assert (r0.time, r0.running, r0.busy_gpus, r0.started) == (0.0, 2, 2, 2)
     r1 = sim.step()
@@ -271,22 +335,33 @@ def test_step_by_step_library_use():
     assert math.isclose(sim.result().jobs.finish[0], 200.0)
 
 
-@pytest.mark.parametrize("solver", ["pal", "pmfirst", "packed-sticky", "packed-nonsticky",
-                                    "random-sticky", "random-nonsticky"])
+@pytest.mark.parametrize(
+    "solver",
+    ["pal", "pmfirst", "packed-sticky", "packed-nonsticky", "random-sticky", "random-nonsticky"],
+)
 @pytest.mark.parametrize("policy", ["fifo", "las"])
 def test_skipping_rounds_changes_nothing(solver, policy):
     # Reusing idle decisions, fast-forwarding and cutting non-sticky queues at the window are
     # pure speed-ups: the same simulation with every round solved in full gives equal results.
     rng = np.random.default_rng(11)
     topo = build_cluster(1, 4, 4)
-    prof = ClusterProfile(("A", "B"), rng.uniform(0.9, 1.3, (2, 16)),
-                          rng.uniform(0.9, 1.3, (2, 16)))
-    trace = [job(str(i), int(rng.choice([1, 2, 3, 4, 6, 8, 12])), float(rng.integers(0, 6000)),
-                 float(rng.integers(100, 3000)), str(rng.choice(["A", "B"])))
-             for i in range(30)]
+    prof = ClusterProfile(
+        ("A", "B"), rng.uniform(0.9, 1.3, (2, 16)), rng.uniform(0.9, 1.3, (2, 16))
+    )
+    trace = [
+        job(
+            str(i),
+            int(rng.choice([1, 2, 3, 4, 6, 8, 12])),
+            float(rng.integers(0, 6000)),
+            float(rng.integers(100, 3000)),
+            str(rng.choice(["A", "B"])),
+        )
+        for i in range(30)
+    ]
     fast = Simulator(topo, prof, trace, solver, policy, SimConfig(round_s=300, seed=4)).run()
-    full = Simulator(topo, prof, trace, solver, policy,
-                     SimConfig(round_s=300, seed=4, shortcuts=False)).run()
+    full = Simulator(
+        topo, prof, trace, solver, policy, SimConfig(round_s=300, seed=4, shortcuts=False)
+    ).run()
     assert fast.jobs.finish.tolist() == full.jobs.finish.tolist()
     assert fast.jobs.migrations.tolist() == full.jobs.migrations.tolist()
     assert fast.jobs.preemptions.tolist() == full.jobs.preemptions.tolist()

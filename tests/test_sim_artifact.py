@@ -29,8 +29,14 @@ def cluster(artifact_dir):
 def test_fidelity_workload1(artifact_dir, cluster, solver):
     topo, profile = cluster
     trace = load_trace(artifact_dir / "traces" / "sia-philly-workload-1.csv")
-    res = simulate(topo, profile, trace, solver, "fifo",
-                   SimConfig(round_s=360, penalties=1.7, extra_jobs=True, check=True))
+    res = simulate(
+        topo,
+        profile,
+        trace,
+        solver,
+        "fifo",
+        SimConfig(round_s=360, penalties=1.7, extra_jobs=True, check=True),
+    )
     s = summary(res)
     assert s["jobs"] == 160
     assert s["avg_jct_h"] == pytest.approx(ARTIFACT_W1[solver], rel=0.01)
@@ -45,16 +51,41 @@ def test_profile_columns(cluster):
 
 def test_cli_simulate_outputs(artifact_dir, tmp_path, capsys):
     out = tmp_path / "w1-pal"
-    rc = main(["simulate", "--trace", str(artifact_dir / "traces" / "sia-philly-workload-1.csv"),
-               "--cluster", "16x4", "--profile", str(artifact_dir / "sim-64gpu-cluster.csv"),
-               "--placement", "pal", "--scheduler", "fifo", "--locality-penalty", "1.7",
-               "--round", "360", "--out", str(out)])
+    rc = main(
+        [
+            "simulate",
+            "--trace",
+            str(artifact_dir / "traces" / "sia-philly-workload-1.csv"),
+            "--cluster",
+            "16x4",
+            "--profile",
+            str(artifact_dir / "sim-64gpu-cluster.csv"),
+            "--placement",
+            "pal",
+            "--scheduler",
+            "fifo",
+            "--locality-penalty",
+            "1.7",
+            "--round",
+            "360",
+            "--out",
+            str(out),
+        ]
+    )
     assert rc == 0
     printed = capsys.readouterr().out
     assert "avg 7.03" in printed
     s = json.loads((out / "summary.json").read_text())
-    for key in ("avg_jct_h", "median_jct_h", "p99_jct_h", "makespan_h", "gpu_utilisation",
-                "avg_queueing_delay_h", "preemptions", "migrations"):
+    for key in (
+        "avg_jct_h",
+        "median_jct_h",
+        "p99_jct_h",
+        "makespan_h",
+        "gpu_utilisation",
+        "avg_queueing_delay_h",
+        "preemptions",
+        "migrations",
+    ):
         assert key in s
     jobs = pd.read_csv(out / "jobs.csv")
     assert len(jobs) == 160 and (jobs.jct_s > 0).all()
@@ -64,19 +95,28 @@ def test_cli_simulate_outputs(artifact_dir, tmp_path, capsys):
     assert (out / "jct_cdf.png").stat().st_size > 0 and (out / "busy_gpus.png").exists()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--cluster", "16x5"], "80 GPUs"),
-    (["--cluster", "sixteen"], "cluster"),
-    (["--scheduler", "nope"], "unknown policy"),
-    (["--placement", "nope"], "nope"),
-    (["--trace-is-profile"], "missing column"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--cluster", "16x5"], "80 GPUs"),
+        (["--cluster", "sixteen"], "cluster"),
+        (["--scheduler", "nope"], "unknown policy"),
+        (["--placement", "nope"], "nope"),
+        (["--trace-is-profile"], "missing column"),
+    ],
+)
 def test_cli_simulate_bad_input(artifact_dir, capsys, args, message):
     trace = artifact_dir / "traces" / "sia-philly-workload-1.csv"
     if args == ["--trace-is-profile"]:
         trace, args = artifact_dir / "sim-64gpu-cluster.csv", []
-    base = ["simulate", "--trace", str(trace), "--profile",
-            str(artifact_dir / "sim-64gpu-cluster.csv"), "--no-plots"]
+    base = [
+        "simulate",
+        "--trace",
+        str(trace),
+        "--profile",
+        str(artifact_dir / "sim-64gpu-cluster.csv"),
+        "--no-plots",
+    ]
     assert main(base + args) == 2
     err = capsys.readouterr().err
     assert err.startswith("palopt: error:") and message in err
@@ -84,10 +124,14 @@ def test_cli_simulate_bad_input(artifact_dir, capsys, args, message):
 
 
 def test_improvement_table():
-    rows = [{"workload": w, "placement": p, "avg_jct_h": v}
-            for w, vals in ((1, {"packed-sticky": 10.0, "packed-nonsticky": 8.0, "pal": 5.0}),
-                            (2, {"packed-sticky": 4.0, "packed-nonsticky": 4.0, "pal": 2.0}))
-            for p, v in vals.items()]
+    rows = [
+        {"workload": w, "placement": p, "avg_jct_h": v}
+        for w, vals in (
+            (1, {"packed-sticky": 10.0, "packed-nonsticky": 8.0, "pal": 5.0}),
+            (2, {"packed-sticky": 4.0, "packed-nonsticky": 4.0, "pal": 2.0}),
+        )
+        for p, v in vals.items()
+    ]
     jct, gains = improvement_table(rows, "workload")
     assert jct.loc[1, "pal"] == 5.0
     g = gains.set_index(["baseline", "placement"])
@@ -99,8 +143,11 @@ def test_improvement_table():
 def test_sweep_in_pool_matches_serial(artifact_dir, tmp_path):
     spec = fig10_sweep(artifact_dir, tmp_path / "a", [1], ["pal", "packed-sticky"])
     pooled = run_sweep(spec, simulate_cell, workers=2)
-    serial = run_sweep(fig10_sweep(artifact_dir, tmp_path / "b", [1], ["pal", "packed-sticky"]),
-                       simulate_cell, workers=1)
+    serial = run_sweep(
+        fig10_sweep(artifact_dir, tmp_path / "b", [1], ["pal", "packed-sticky"]),
+        simulate_cell,
+        workers=1,
+    )
     assert pooled.avg_jct_h.tolist() == serial.avg_jct_h.tolist()
     assert pooled.placement.tolist() == ["pal", "packed-sticky"]
     assert pooled.avg_jct_h[0] == pytest.approx(7.033, abs=1e-3)
@@ -114,15 +161,17 @@ def test_simulate_cell_checks_keys(artifact_dir):
 
 
 def test_simulate_cell_tiles_a_larger_cluster(artifact_dir):
-    s = simulate_cell({"data": str(artifact_dir), "cluster": "32x4", "load": 20.0, "n_jobs": 10,
-                       "round": 300.0})
+    s = simulate_cell(
+        {"data": str(artifact_dir), "cluster": "32x4", "load": 20.0, "n_jobs": 10, "round": 300.0}
+    )
     assert s["jobs"] == 10 and s["avg_jct_h"] > 0
 
 
 @pytest.mark.slow
 def test_cli_reproduce_fig10(artifact_dir, tmp_path, capsys):
-    rc = main(["reproduce", "fig10", "--data", str(artifact_dir), "--out", str(tmp_path),
-               "--no-progress"])
+    rc = main(
+        ["reproduce", "fig10", "--data", str(artifact_dir), "--out", str(tmp_path), "--no-progress"]
+    )
     assert rc == 0
     out = capsys.readouterr().out
     assert "Improvement over packed-sticky" in out and "Improvement over packed-nonsticky" in out

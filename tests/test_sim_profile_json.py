@@ -14,8 +14,24 @@ from palopt.topology import parse_shape
 def test_imported_profile_drives_a_simulation(tmp_path, artifact_dir, capsys):
     prof = tmp_path / "resnet.json"
     src = artifact_dir / "variability" / "resnet-longhorn-agg.csv"
-    assert main(["profile", "import", str(src), "--id", "cabinet,node,device",
-                 "--value", "perf", "--class", "classA", "-o", str(prof)]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "import",
+                str(src),
+                "--id",
+                "cabinet,node,device",
+                "--value",
+                "perf",
+                "--class",
+                "classA",
+                "-o",
+                str(prof),
+            ]
+        )
+        == 0
+    )
     topo = parse_shape("4x4")
     one = load_profile(prof, topo, seed=3)
     assert one.classes == ("classA",) and one.charge.shape == (1, 16)
@@ -23,10 +39,29 @@ def test_imported_profile_drives_a_simulation(tmp_path, artifact_dir, capsys):
     assert not np.array_equal(one.charge, load_profile(prof, topo, seed=4).charge)
     assert len(np.unique(one.rank)) < len(np.unique(one.charge))  # ranked by binned levels
     trace = tmp_path / "trace.csv"
-    trace.write_text("job_id,num_gpus,submit_time,duration,model\n"
-                     "0,2,0,1000,resnet50\n1,4,10,3000,resnet50\n2,1,20,500,resnet50\n")
+    trace.write_text(
+        "job_id,num_gpus,submit_time,duration,model\n"
+        "0,2,0,1000,resnet50\n1,4,10,3000,resnet50\n2,1,20,500,resnet50\n"
+    )
     out = tmp_path / "run"
-    assert main(["simulate", "--trace", str(trace), "--cluster", "4x4", "--profile", str(prof),
-                 "--placement", "pal", "--out", str(out), "--no-plots"]) == 0
+    assert (
+        main(
+            [
+                "simulate",
+                "--trace",
+                str(trace),
+                "--cluster",
+                "4x4",
+                "--profile",
+                str(prof),
+                "--placement",
+                "pal",
+                "--out",
+                str(out),
+                "--no-plots",
+            ]
+        )
+        == 0
+    )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["jobs"] == 3 and summary["avg_jct_h"] > 0

@@ -20,8 +20,10 @@ def brute_tier(topo: Topology, gpus: list[int]) -> str:
     if len(names) == 1:
         return topo.tiers[0]
     nv = nx.Graph((u, v) for u, v, d in g.edges(data=True) if d["link"] == "nvlink")
-    if all(n in nv for n in names) and nx.has_path(nv, names[0], names[-1]) and all(
-        nx.has_path(nv, names[0], n) for n in names
+    if (
+        all(n in nv for n in names)
+        and nx.has_path(nv, names[0], names[-1])
+        and all(nx.has_path(nv, names[0], n) for n in names)
     ):
         return "nvlink"
     servers = {next(m for m in g[n] if g.nodes[m]["kind"] == "server") for n in names}
@@ -59,8 +61,9 @@ def test_nvlink_islands_add_a_tier():
 )
 def test_tier_matches_graph_search(racks, servers, gpus, island, data):
     topo = build_cluster(racks, servers, gpus, nvlink_island=island)
-    subset = data.draw(st.lists(st.integers(0, topo.n_gpus - 1), min_size=1, max_size=6,
-                                unique=True))
+    subset = data.draw(
+        st.lists(st.integers(0, topo.n_gpus - 1), min_size=1, max_size=6, unique=True)
+    )
     expected = brute_tier(topo, subset)
     if expected == "nvlink" and "nvlink" not in topo.tiers:
         expected = "server"

@@ -24,10 +24,18 @@ from palopt.solvers import solve
 from palopt.topology import Topology
 
 SAMPLES = Path(__file__).resolve().parent.parent / "instances" / "topology"
-BUILD = ["topology", "build", "--slurm", str(SAMPLES / "topology.conf"),
-         "--nvidia-smi", str(SAMPLES / "nvlink-pairs.txt"),
-         "--server", f"dgx[1-2]={SAMPLES / 'dgx-a100.txt'}",
-         "--server", f"t4-[01-02]={SAMPLES / 'pcie-only.txt'}"]
+BUILD = [
+    "topology",
+    "build",
+    "--slurm",
+    str(SAMPLES / "topology.conf"),
+    "--nvidia-smi",
+    str(SAMPLES / "nvlink-pairs.txt"),
+    "--server",
+    f"dgx[1-2]={SAMPLES / 'dgx-a100.txt'}",
+    "--server",
+    f"t4-[01-02]={SAMPLES / 'pcie-only.txt'}",
+]
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +54,10 @@ def _instance_dict(topology: dict, seed: int = 3) -> dict:
         "classes": ["A", "B"],
         "slowdown": {c: rng.uniform(0.9, 1.3, n).round(3).tolist() for c in ("A", "B")},
         "penalties": {"nvlink": 1.0, "server": 1.1, "rack": 1.5, "cluster": 2.0},
-        "queue": [{"id": f"j{i}", "num_gpus": k, "class": "AB"[i % 2]}
-                  for i, k in enumerate([8, 2, 16, 4, 1, 8, 24, 4])],
+        "queue": [
+            {"id": f"j{i}", "num_gpus": k, "class": "AB"[i % 2]}
+            for i, k in enumerate([8, 2, 16, 4, 1, 8, 24, 4])
+        ],
     }
 
 
@@ -84,8 +94,9 @@ def test_built_topology_instance_solves_feasibly(built: Path) -> None:
     assert result.n_placed == len(inst.queue)
 
 
-def test_show_summarises_topology_and_instance(built: Path, tmp_path: Path,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_summarises_topology_and_instance(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["topology", "show", str(built)]) == 0
     out = capsys.readouterr().out
     assert "72 GPUs on 10 servers, 4 switches; tiers nvlink < server < rack < cluster" in out
@@ -100,9 +111,21 @@ def test_show_summarises_topology_and_instance(built: Path, tmp_path: Path,
 
 def test_show_draws_png(tmp_path: Path) -> None:
     png = tmp_path / "t.png"
-    assert main(["topology", "build", "--slurm", str(SAMPLES / "topology.conf"),
-                 "--nvidia-smi", str(SAMPLES / "nvlink-pairs.txt"),
-                 "--out", str(tmp_path / "t.json")]) == 0
+    assert (
+        main(
+            [
+                "topology",
+                "build",
+                "--slurm",
+                str(SAMPLES / "topology.conf"),
+                "--nvidia-smi",
+                str(SAMPLES / "nvlink-pairs.txt"),
+                "--out",
+                str(tmp_path / "t.json"),
+            ]
+        )
+        == 0
+    )
     assert main(["topology", "show", str(tmp_path / "t.json"), "--png", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -119,24 +142,51 @@ def _bad_conf(tmp_path: Path) -> Path:
     return bad
 
 
-@pytest.mark.parametrize(("args", "expected"), [
-    (lambda t: ["--nvidia-smi", str(_bad_smi(t))], "bad.txt:4 = 'GPU2': row GPU2 has no column"),
-    (lambda t: ["--slurm", str(_bad_conf(t)), "--nvidia-smi", str(SAMPLES / "pcie-only.txt")],
-     "bad.conf:2 = 'r2': several root switches"),
-    (lambda t: ["--slurm", str(SAMPLES / "topology.conf"),
-                "--nvidia-smi", str(SAMPLES / "pcie-only.txt"),
-                "--server", f"node99={SAMPLES / 'dgx-a100.txt'}"],
-     "no switch in"),
-    (lambda t: ["--slurm", str(SAMPLES / "topology.conf")], "no GPU matrix for this node"),
-    (lambda t: ["--nvidia-smi", str(t / "missing.txt")], "No such file"),
-    (lambda t: ["--server", f"n[2-1]={SAMPLES / 'dgx-a100.txt'}"], "start above end"),
-    (lambda t: [], "give --slurm, --nvidia-smi or --server"),
-    (lambda t: ["--server", f"n[1-2]={SAMPLES / 'dgx-a100.txt'}",
-                "--server", f"n2={SAMPLES / 'pcie-only.txt'}"],
-     "'n2': server given more than once"),
-])
-def test_build_errors_exit_2(args, expected: str, tmp_path: Path,
-                             capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            lambda t: ["--nvidia-smi", str(_bad_smi(t))],
+            "bad.txt:4 = 'GPU2': row GPU2 has no column",
+        ),
+        (
+            lambda t: [
+                "--slurm",
+                str(_bad_conf(t)),
+                "--nvidia-smi",
+                str(SAMPLES / "pcie-only.txt"),
+            ],
+            "bad.conf:2 = 'r2': several root switches",
+        ),
+        (
+            lambda t: [
+                "--slurm",
+                str(SAMPLES / "topology.conf"),
+                "--nvidia-smi",
+                str(SAMPLES / "pcie-only.txt"),
+                "--server",
+                f"node99={SAMPLES / 'dgx-a100.txt'}",
+            ],
+            "no switch in",
+        ),
+        (lambda t: ["--slurm", str(SAMPLES / "topology.conf")], "no GPU matrix for this node"),
+        (lambda t: ["--nvidia-smi", str(t / "missing.txt")], "No such file"),
+        (lambda t: ["--server", f"n[2-1]={SAMPLES / 'dgx-a100.txt'}"], "start above end"),
+        (lambda t: [], "give --slurm, --nvidia-smi or --server"),
+        (
+            lambda t: [
+                "--server",
+                f"n[1-2]={SAMPLES / 'dgx-a100.txt'}",
+                "--server",
+                f"n2={SAMPLES / 'pcie-only.txt'}",
+            ],
+            "'n2': server given more than once",
+        ),
+    ],
+)
+def test_build_errors_exit_2(
+    args, expected: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     assert main(["topology", "build", *args(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("palopt: error: ") and expected in err
@@ -150,8 +200,9 @@ def test_show_bad_json_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert f"{bad}:2" in capsys.readouterr().err
 
 
-def test_solve_format_slurm(built: Path, tmp_path: Path,
-                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_solve_format_slurm(
+    built: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     data = _instance_dict(json.loads(built.read_text()))
     path = tmp_path / "inst.json"
     path.write_text(json.dumps(data))
@@ -216,21 +267,46 @@ def test_to_frame(built: Path) -> None:
 
 
 def test_build_without_slurm_joins_servers_under_one_switch(
-        capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["topology", "build", "--server", f"a={SAMPLES / 'dgx-a100.txt'}",
-                 "--server", f"b[1-2]={SAMPLES / 'pcie-only.txt'}"]) == 0
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert (
+        main(
+            [
+                "topology",
+                "build",
+                "--server",
+                f"a={SAMPLES / 'dgx-a100.txt'}",
+                "--server",
+                f"b[1-2]={SAMPLES / 'pcie-only.txt'}",
+            ]
+        )
+        == 0
+    )
     topo = Topology.from_node_link(json.loads(capsys.readouterr().out))
     assert topo.server_ids == ("a", "b1", "b2")
     assert topo.tiers == ("nvlink", "server", "cluster")
-    assert main(["topology", "build", "--nvidia-smi", str(SAMPLES / "dgx-a100.txt"),
-                 "--server", f"a={SAMPLES / 'dgx-a100.txt'}"]) == 2
+    assert (
+        main(
+            [
+                "topology",
+                "build",
+                "--nvidia-smi",
+                str(SAMPLES / "dgx-a100.txt"),
+                "--server",
+                f"a={SAMPLES / 'dgx-a100.txt'}",
+            ]
+        )
+        == 2
+    )
     assert "not both" in capsys.readouterr().err
 
 
 def test_unbalanced_tree_is_padded_so_leaf_switches_are_racks() -> None:
-    tree = parse_topology_conf("SwitchName=leafA Nodes=n[1-2]\nSwitchName=leafB Nodes=n[3-4]\n"
-                               "SwitchName=mid Switches=leafB\n"
-                               "SwitchName=top Switches=leafA,mid\n")
+    tree = parse_topology_conf(
+        "SwitchName=leafA Nodes=n[1-2]\nSwitchName=leafB Nodes=n[3-4]\n"
+        "SwitchName=mid Switches=leafB\n"
+        "SwitchName=top Switches=leafA,mid\n"
+    )
     topo = assemble_topology(tree, {}, parse_nvidia_smi("GPU0\nGPU0 X"))
     assert topo.tiers == ("server", "rack", "level1", "cluster")
     assert topo.graph.nodes["leafA~1"] == {"kind": "switch", "padding": True, "tier": "level1"}

@@ -37,10 +37,12 @@ def longhorn(artifact_dir: Path) -> VariabilityProfile:
 
 
 def test_read_measurements_median_per_gpu_and_normalised(tmp_path: Path) -> None:
-    f = write(tmp_path / "m.csv",
-              "cab,node,dev,perf\n"
-              "c1,004,0,10\nc1,4,0,12\nc1,4,0,100\n"  # node 004 and 4 are one GPU: median 12
-              "c1,4,1,20\nc1,5,0,30\n")
+    f = write(
+        tmp_path / "m.csv",
+        "cab,node,dev,perf\n"
+        "c1,004,0,10\nc1,4,0,12\nc1,4,0,100\n"  # node 004 and 4 are one GPU: median 12
+        "c1,4,1,20\nc1,5,0,30\n",
+    )
     p = read_measurements(f, ["cab", "node", "dev"], ["perf"], ["A"])
     assert p.gpus == ("c1-4-0", "c1-4-1", "c1-5-0")
     assert np.allclose(p.values[0], np.array([12, 20, 30]) / 20)
@@ -61,8 +63,9 @@ def test_longhorn_profile(longhorn: VariabilityProfile) -> None:
 
 
 def test_longhorn_per_gpu_median_by_hand(artifact_dir: Path, longhorn: VariabilityProfile) -> None:
-    df = pd.read_csv(artifact_dir / "variability" / "pagerank-longhorn-agg.csv",
-                     dtype={"cabinet": str})
+    df = pd.read_csv(
+        artifact_dir / "variability" / "pagerank-longhorn-agg.csv", dtype={"cabinet": str}
+    )
     per_gpu = df.groupby(["cabinet", "node", "device"])["perf"].median()
     expected = per_gpu / per_gpu.median()
     (cab, node, dev), value = next(iter(expected.items()))
@@ -119,7 +122,7 @@ def test_assign_by_server_keeps_measured_servers_whole(longhorn: VariabilityProf
     assert len(set(a.origin)) == topo.n_gpus
     for s in range(topo.n_servers):
         start = topo.server_start[s]
-        hosts = {o.rsplit("-", 1)[0] for o in a.origin[start: start + 4]}
+        hosts = {o.rsplit("-", 1)[0] for o in a.origin[start : start + 4]}
         assert len(hosts) == 1  # the 4 GPUs of a cluster server come from one measured server
     src = longhorn.values[:, [longhorn.gpus.index(o) for o in a.origin]]
     measured = ~np.isnan(src)
@@ -166,11 +169,14 @@ def test_merge_and_select() -> None:
         m.merge(b)
 
 
-@pytest.mark.parametrize(("values", "match"), [
-    ([[1.0, -1.0]], "positive"),
-    ([[np.nan, np.nan]], "no GPU"),
-    ([[1.0]], "shape"),
-])
+@pytest.mark.parametrize(
+    ("values", "match"),
+    [
+        ([[1.0, -1.0]], "positive"),
+        ([[np.nan, np.nan]], "no GPU"),
+        ([[1.0]], "shape"),
+    ],
+)
 def test_profile_validation(values: list, match: str) -> None:
     with pytest.raises(InputError, match=match):
         VariabilityProfile(("A",), ("g0", "g1"), np.array(values))
@@ -178,28 +184,62 @@ def test_profile_validation(values: list, match: str) -> None:
 
 def test_build_instance_uses_binned_levels(artifact_dir: Path) -> None:
     topo = build_cluster(1, 16, 4)
-    t64 = assign_profile(load_artifact_table(artifact_dir / "sim-64gpu-cluster.csv"), topo,
-                         seed=None)
+    t64 = assign_profile(
+        load_artifact_table(artifact_dir / "sim-64gpu-cluster.csv"), topo, seed=None
+    )
     inst = build_instance(t64, topo, 1.7, [Job("j", 2, "classA")], method="artifact")
     sf = pd.read_csv(artifact_dir / "sim-64gpu-cluster.csv")["sf_classA"].to_numpy()
     assert np.allclose(inst.slowdown[0], sf, atol=1e-12)
-    assert np.array_equal(bin_profile(t64, "kmeans")[1],
-                          bin_values(t64.values[1], method="kmeans").levels)
+    assert np.array_equal(
+        bin_profile(t64, "kmeans")[1], bin_values(t64.values[1], method="kmeans").levels
+    )
     with pytest.raises(InputError, match="assign_profile"):
         build_instance(t64, build_cluster(1, 8, 4), 1.7, [])
 
 
 # ---- CLI ------------------------------------------------------------------------------------
 
+
 def test_cli_import_and_show(tmp_path: Path, artifact_dir: Path, capsys) -> None:
     out = tmp_path / "p.json"
     d = artifact_dir / "variability"
-    assert main(["profile", "import", str(d / "resnet-longhorn-agg.csv"), "--id",
-                 "cabinet,node,device", "--value", "perf", "--class", "classA",
-                 "-o", str(out)]) == 0
-    assert main(["profile", "import", str(d / "pagerank-longhorn-agg.csv"), "--id",
-                 "cabinet,node,device", "--value", "perf", "--class", "classD",
-                 "-o", str(out), "--append"]) == 0
+    assert (
+        main(
+            [
+                "profile",
+                "import",
+                str(d / "resnet-longhorn-agg.csv"),
+                "--id",
+                "cabinet,node,device",
+                "--value",
+                "perf",
+                "--class",
+                "classA",
+                "-o",
+                str(out),
+            ]
+        )
+        == 0
+    )
+    assert (
+        main(
+            [
+                "profile",
+                "import",
+                str(d / "pagerank-longhorn-agg.csv"),
+                "--id",
+                "cabinet,node,device",
+                "--value",
+                "perf",
+                "--class",
+                "classD",
+                "-o",
+                str(out),
+                "--append",
+            ]
+        )
+        == 0
+    )
     p = load_profile(out)
     assert p.classes == ("classA", "classD") and p.n_gpus == 380
     capsys.readouterr()
@@ -212,34 +252,57 @@ def test_cli_import_and_show(tmp_path: Path, artifact_dir: Path, capsys) -> None
 def test_cli_assign(tmp_path: Path, longhorn: VariabilityProfile, capsys) -> None:
     save_profile(longhorn, tmp_path / "p.json")
     out = tmp_path / "cluster.json"
-    args = ["profile", "assign", str(tmp_path / "p.json"), "--cluster", "2x4x4", "--seed", "9",
-            "--missing", "sample", "--by", "server", "-o", str(out)]
+    args = [
+        "profile",
+        "assign",
+        str(tmp_path / "p.json"),
+        "--cluster",
+        "2x4x4",
+        "--seed",
+        "9",
+        "--missing",
+        "sample",
+        "--by",
+        "server",
+        "-o",
+        str(out),
+    ]
     assert main(args) == 0
     a = load_profile(out)
     assert a.gpus == tuple(f"gpu{i}" for i in range(32)) and len(set(a.origin)) == 32
-    assert np.array_equal(a.values, assign_profile(longhorn, build_cluster(2, 4, 4), 9, "sample",
-                                                   "server").values)
+    assert np.array_equal(
+        a.values, assign_profile(longhorn, build_cluster(2, 4, 4), 9, "sample", "server").values
+    )
     capsys.readouterr()
     assert main([*args[:4], "9x", "-o", str(out)]) == 2
     assert "cluster" in capsys.readouterr().err
-    assert main(["profile", "assign", str(tmp_path / "p.json"), "--cluster", "8x4",
-                 "-o", str(out)]) == 2  # only 20 GPUs are measured in every class
+    assert (
+        main(["profile", "assign", str(tmp_path / "p.json"), "--cluster", "8x4", "-o", str(out)])
+        == 2
+    )  # only 20 GPUs are measured in every class
     assert "eligible" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(("content", "args", "expect"), [
-    ("gpu,perf\n", ["--id", "gpu", "--value", "perf"], "no data rows"),
-    ("", ["--id", "gpu", "--value", "perf"], "empty"),
-    ("gpu,perf\na,1.0\n", ["--id", "uuid", "--value", "perf"], "'uuid': no such column"),
-    ("gpu,perf\na,1.0\n", ["--id", "gpu", "--value", "time"], "'time': no such column"),
-    ("gpu,perf\na,1.0\nb,fast\n", ["--id", "gpu", "--value", "perf"],
-     "line 3, column perf = 'fast': not a number"),
-    ("gpu,perf\na,1.0\nb,-2\n", ["--id", "gpu", "--value", "perf"], "line 3, column perf"),
-    ("gpu,perf\na,1.0\n,2\n", ["--id", "gpu", "--value", "perf"], "line 3, column gpu"),
-    ("gpu,perf\na,1.0\n", ["--id", "gpu", "--value", "perf", "--class", "A,B"], "one class"),
-])
-def test_cli_import_bad_files(tmp_path: Path, capsys, content: str, args: list[str],
-                              expect: str) -> None:
+@pytest.mark.parametrize(
+    ("content", "args", "expect"),
+    [
+        ("gpu,perf\n", ["--id", "gpu", "--value", "perf"], "no data rows"),
+        ("", ["--id", "gpu", "--value", "perf"], "empty"),
+        ("gpu,perf\na,1.0\n", ["--id", "uuid", "--value", "perf"], "'uuid': no such column"),
+        ("gpu,perf\na,1.0\n", ["--id", "gpu", "--value", "time"], "'time': no such column"),
+        (
+            "gpu,perf\na,1.0\nb,fast\n",
+            ["--id", "gpu", "--value", "perf"],
+            "line 3, column perf = 'fast': not a number",
+        ),
+        ("gpu,perf\na,1.0\nb,-2\n", ["--id", "gpu", "--value", "perf"], "line 3, column perf"),
+        ("gpu,perf\na,1.0\n,2\n", ["--id", "gpu", "--value", "perf"], "line 3, column gpu"),
+        ("gpu,perf\na,1.0\n", ["--id", "gpu", "--value", "perf", "--class", "A,B"], "one class"),
+    ],
+)
+def test_cli_import_bad_files(
+    tmp_path: Path, capsys, content: str, args: list[str], expect: str
+) -> None:
     f = write(tmp_path / "bad.csv", content)
     code = main(["profile", "import", str(f), *args, "-o", str(tmp_path / "o.json")])
     err = capsys.readouterr().err
@@ -249,12 +312,18 @@ def test_cli_import_bad_files(tmp_path: Path, capsys, content: str, args: list[s
     assert not (tmp_path / "o.json").exists()
 
 
-@pytest.mark.parametrize(("content", "expect"), [
-    ("{", "invalid JSON"),
-    ('{"format": "other"}', "format"),
-    ('{"format": "palopt.profile/1", "classes": ["A"], "gpus": ["g"], "values": {"A": ["x"]}}',
-     "values.A.g"),
-])
+@pytest.mark.parametrize(
+    ("content", "expect"),
+    [
+        ("{", "invalid JSON"),
+        ('{"format": "other"}', "format"),
+        (
+            '{"format": "palopt.profile/1", "classes": ["A"], "gpus": ["g"], '
+            '"values": {"A": ["x"]}}',
+            "values.A.g",
+        ),
+    ],
+)
 def test_cli_show_bad_files(tmp_path: Path, capsys, content: str, expect: str) -> None:
     f = write(tmp_path / "bad.json", content)
     assert main(["profile", "show", str(f)]) == 2

@@ -20,16 +20,30 @@ from palopt.errors import InputError
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.topology import build_cluster
 
-__all__ = ["Family", "PROFILES", "data_dir", "sample_slowdowns", "sample_jobs", "make_instance",
-           "CLASSES", "PENALTIES"]
+__all__ = [
+    "Family",
+    "PROFILES",
+    "data_dir",
+    "sample_slowdowns",
+    "sample_jobs",
+    "make_instance",
+    "CLASSES",
+    "PENALTIES",
+]
 
 CLASSES = ("classA", "classB", "classC", "classD")
 PROFILES = ("longhorn", "synthetic")
 # Locality penalties: the artifact's 1.7 across servers of a rack, more across racks.
 PENALTIES = {"server": 1.0, "rack": 1.7, "cluster": 2.0}
 # Models of the Philly traces -> classes, as the artifact's simulator maps them.
-MODEL_CLASS = {"resnet50": "classA", "BERT": "classB", "GPT2": "classB", "DCGAN": "classB",
-               "vgg19": "classC", "PointNet": "classD"}
+MODEL_CLASS = {
+    "resnet50": "classA",
+    "BERT": "classB",
+    "GPT2": "classB",
+    "DCGAN": "classB",
+    "vgg19": "classC",
+    "PointNet": "classD",
+}
 
 
 def data_dir() -> Path:
@@ -133,10 +147,21 @@ def sample_jobs(n_gpus: int, load: float, rng: np.random.Generator) -> list[Job]
 
 def make_instance(family: Family, seed: int) -> Instance:
     """The instance of ``family`` for ``seed`` (deterministic)."""
-    rng = np.random.default_rng([family.n_gpus, family.gpus_per_server,
-                                 round(100 * family.load), PROFILES.index(family.profile), seed])
+    rng = np.random.default_rng(
+        [
+            family.n_gpus,
+            family.gpus_per_server,
+            round(100 * family.load),
+            PROFILES.index(family.profile),
+            seed,
+        ]
+    )
     topo = build_cluster(*family.shape)
     pen = {t: PENALTIES[t] for t in topo.tiers if t in PENALTIES}
-    return Instance(topo, CLASSES, sample_slowdowns(topo.n_gpus, family.profile, rng),
-                    penalty_matrix(topo, CLASSES, pen), tuple(sample_jobs(topo.n_gpus,
-                                                                          family.load, rng)))
+    return Instance(
+        topo,
+        CLASSES,
+        sample_slowdowns(topo.n_gpus, family.profile, rng),
+        penalty_matrix(topo, CLASSES, pen),
+        tuple(sample_jobs(topo.n_gpus, family.load, rng)),
+    )

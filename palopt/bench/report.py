@@ -14,9 +14,22 @@ from palopt.result import Status
 
 __all__ = ["summarise", "format_table", "write_csv", "plot_gaps"]
 
-SUMMARY_FIELDS = ("family", "n_gpus", "gpus_per_server", "load", "profile", "solver",
-                  "instances", "gap_median", "gap_p95", "gap_max", "time_median", "time_p95",
-                  "share_optimal", "reference")
+SUMMARY_FIELDS = (
+    "family",
+    "n_gpus",
+    "gpus_per_server",
+    "load",
+    "profile",
+    "solver",
+    "instances",
+    "gap_median",
+    "gap_p95",
+    "gap_max",
+    "time_median",
+    "time_p95",
+    "share_optimal",
+    "reference",
+)
 
 
 def summarise(rows: list[Row]) -> list[dict[str, Any]]:
@@ -29,31 +42,44 @@ def summarise(rows: list[Row]) -> list[dict[str, Any]]:
         gaps = np.array([r.gap for r in rs])
         times = np.array([r.wall_time for r in rs])
         kinds = sorted({r.reference_kind for r in rs})
-        out.append({
-            "family": family, "n_gpus": rs[0].n_gpus, "gpus_per_server": rs[0].gpus_per_server,
-            "load": rs[0].load, "profile": rs[0].profile, "solver": solver, "instances": len(rs),
-            "gap_median": float(np.median(gaps)), "gap_p95": float(np.percentile(gaps, 95)),
-            "gap_max": float(gaps.max()), "time_median": float(np.median(times)),
-            "time_p95": float(np.percentile(times, 95)),
-            "share_optimal": float(np.mean([r.status == Status.OPTIMAL for r in rs])),
-            "reference": "/".join(kinds),
-        })
-    out.sort(key=lambda d: (d["n_gpus"], d["gpus_per_server"], d["load"], d["profile"],
-                            d["solver"]))
+        out.append(
+            {
+                "family": family,
+                "n_gpus": rs[0].n_gpus,
+                "gpus_per_server": rs[0].gpus_per_server,
+                "load": rs[0].load,
+                "profile": rs[0].profile,
+                "solver": solver,
+                "instances": len(rs),
+                "gap_median": float(np.median(gaps)),
+                "gap_p95": float(np.percentile(gaps, 95)),
+                "gap_max": float(gaps.max()),
+                "time_median": float(np.median(times)),
+                "time_p95": float(np.percentile(times, 95)),
+                "share_optimal": float(np.mean([r.status == Status.OPTIMAL for r in rs])),
+                "reference": "/".join(kinds),
+            }
+        )
+    out.sort(
+        key=lambda d: (d["n_gpus"], d["gpus_per_server"], d["load"], d["profile"], d["solver"])
+    )
     return out
 
 
 def format_table(summary: list[dict[str, Any]]) -> str:
     """The summary as an aligned text table (gaps in %, times in s)."""
-    head = (f"{'family':<24} {'solver':<18} {'n':>3} {'gap med':>8} {'gap p95':>8} "
-            f"{'gap max':>8} {'t med':>7} {'t p95':>7} {'opt':>5}  ref")
+    head = (
+        f"{'family':<24} {'solver':<18} {'n':>3} {'gap med':>8} {'gap p95':>8} "
+        f"{'gap max':>8} {'t med':>7} {'t p95':>7} {'opt':>5}  ref"
+    )
     lines = [head, "-" * len(head)]
     for d in summary:
         lines.append(
             f"{d['family']:<24} {d['solver']:<18} {d['instances']:>3} "
             f"{100 * d['gap_median']:>7.2f}% {100 * d['gap_p95']:>7.2f}% "
             f"{100 * d['gap_max']:>7.2f}% {d['time_median']:>7.2f} {d['time_p95']:>7.2f} "
-            f"{100 * d['share_optimal']:>4.0f}%  {d['reference']}")
+            f"{100 * d['share_optimal']:>4.0f}%  {d['reference']}"
+        )
     return "\n".join(lines)
 
 

@@ -76,8 +76,14 @@ class Row:
         return asdict(self)
 
 
-def run_instance(family: Family, seed: int, solvers: list[SolverSpec], time_limit: float,
-                 exact_max_gpus: int, bound_time: float) -> list[Row]:
+def run_instance(
+    family: Family,
+    seed: int,
+    solvers: list[SolverSpec],
+    time_limit: float,
+    exact_max_gpus: int,
+    bound_time: float,
+) -> list[Row]:
     """Solve one instance with every solver (exact ones only up to ``exact_max_gpus``)."""
     inst = make_instance(family, seed)
     rnd = make_round(inst)
@@ -91,15 +97,32 @@ def run_instance(family: Family, seed: int, solvers: list[SolverSpec], time_limi
         result = solver.solve(inst, time_limit=time_limit if spec.exact else None, seed=seed)
         assert_feasible(inst, result.assignment())
         if result.n_placed != len(rnd.positions):
-            log.warning("%s placed %d jobs, not the admitted %d; its gap is not comparable",
-                        spec.label, result.n_placed, len(rnd.positions))
+            log.warning(
+                "%s placed %d jobs, not the admitted %d; its gap is not comparable",
+                spec.label,
+                result.n_placed,
+                len(rnd.positions),
+            )
         if result.bound is not None:
             bounds.append(result.bound)
         if result.status == Status.OPTIMAL:
             optimum = result.objective if optimum is None else min(optimum, result.objective)
-        rows.append(Row(family.name, family.n_gpus, family.gpus_per_server, family.load,
-                        family.profile, seed, len(rnd.positions), spec.label, result.status,
-                        result.objective, result.bound, result.wall_time))
+        rows.append(
+            Row(
+                family.name,
+                family.n_gpus,
+                family.gpus_per_server,
+                family.load,
+                family.profile,
+                seed,
+                len(rnd.positions),
+                spec.label,
+                result.status,
+                result.objective,
+                result.bound,
+                result.wall_time,
+            )
+        )
     if optimum is None and rnd.multi and family.n_gpus > exact_max_gpus:
         best = min(r.objective for r in rows)
         bounds.append(lagrangian_bound(rnd, best, time_limit=bound_time))
@@ -111,14 +134,21 @@ def run_instance(family: Family, seed: int, solvers: list[SolverSpec], time_limi
     for r in rows:
         comparable = r.n_jobs == len(rnd.positions)
         gap = (r.objective - reference) / reference if reference > 0 and comparable else 0.0
-        out.append(Row(**{**r.as_dict(), "reference": reference, "reference_kind": kind,
-                          "gap": gap}))
+        out.append(
+            Row(**{**r.as_dict(), "reference": reference, "reference_kind": kind, "gap": gap})
+        )
     return out
 
 
-def run_bench(families: Iterable[Family], seeds: int, solvers: list[SolverSpec],
-              time_limit: float, exact_max_gpus: int, bound_time: float,
-              progress: Callable[[str], None] | None = None) -> list[Row]:
+def run_bench(
+    families: Iterable[Family],
+    seeds: int,
+    solvers: list[SolverSpec],
+    time_limit: float,
+    exact_max_gpus: int,
+    bound_time: float,
+    progress: Callable[[str], None] | None = None,
+) -> list[Row]:
     """Every family x seed; ``progress`` gets one line per instance."""
     rows: list[Row] = []
     todo = [(f, s) for f in families for s in range(seeds)]
@@ -128,7 +158,9 @@ def run_bench(families: Iterable[Family], seeds: int, solvers: list[SolverSpec],
         rows.extend(got)
         if progress is not None:
             best = min(got, key=lambda r: r.gap)
-            progress(f"[{i}/{len(todo)} {time.perf_counter() - started:6.1f}s] {family.name} "
-                     f"seed {seed}: {got[0].reference_kind} {got[0].reference:.3f}, best "
-                     f"{best.solver} gap {100 * best.gap:.2f}%")
+            progress(
+                f"[{i}/{len(todo)} {time.perf_counter() - started:6.1f}s] {family.name} "
+                f"seed {seed}: {got[0].reference_kind} {got[0].reference:.3f}, best "
+                f"{best.solver} gap {100 * best.gap:.2f}%"
+            )
     return rows

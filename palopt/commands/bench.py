@@ -11,8 +11,15 @@ from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
 from palopt.bench.runner import EXACT, HEURISTICS, SolverSpec, run_bench
 from palopt.errors import InputError
 
-QUICK = {"sizes": "16,64", "gpus_per_server": "4", "loads": "0.5,1.0", "profiles": "longhorn",
-         "seeds": 2, "time_limit": 3.0, "solvers": ",".join((*HEURISTICS, "cpsat", "milp:highs"))}
+QUICK = {
+    "sizes": "16,64",
+    "gpus_per_server": "4",
+    "loads": "0.5,1.0",
+    "profiles": "longhorn",
+    "seeds": 2,
+    "time_limit": 3.0,
+    "solvers": ",".join((*HEURISTICS, "cpsat", "milp:highs")),
+}
 
 
 def _ints(text: str, field: str) -> list[int]:
@@ -38,22 +45,40 @@ def _floats(text: str, field: str) -> list[float]:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``bench`` command."""
     p = sub.add_parser("bench", help="benchmark solvers against the optimum or a bound")
-    p.add_argument("--quick", action="store_true",
-                   help="small smoke run (16 and 64 GPUs, 2 seeds, 3 s limit): under 2 minutes")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small smoke run (16 and 64 GPUs, 2 seeds, 3 s limit): under 2 minutes",
+    )
     p.add_argument("--sizes", default="16,64,256,1024,4096", help="cluster sizes (GPUs)")
     p.add_argument("--gpus-per-server", default="4,8", help="server sizes")
     p.add_argument("--loads", default="0.5,1.0", help="queue demand as a share of the cluster")
     p.add_argument("--profiles", default=",".join(PROFILES), help="slowdown profiles")
     p.add_argument("--seeds", type=int, default=5, help="instances per family")
-    p.add_argument("--solvers", default=",".join((*HEURISTICS, *EXACT)),
-                   help="solvers; milp:cbc / milp:highs pick the MILP back end")
+    p.add_argument(
+        "--solvers",
+        default=",".join((*HEURISTICS, *EXACT)),
+        help="solvers; milp:cbc / milp:highs pick the MILP back end",
+    )
     p.add_argument("--time-limit", type=float, default=10.0, help="seconds per exact solve")
-    p.add_argument("--exact-max-gpus", type=int, default=256,
-                   help="run exact solvers only up to this size; larger rounds use bounds")
-    p.add_argument("--bound-time", type=float, default=5.0,
-                   help="seconds for the Lagrangian bound on rounds above --exact-max-gpus")
-    p.add_argument("--out", type=Path, default=Path("bench-results"),
-                   help="folder for bench.csv, summary.csv and gaps.png")
+    p.add_argument(
+        "--exact-max-gpus",
+        type=int,
+        default=256,
+        help="run exact solvers only up to this size; larger rounds use bounds",
+    )
+    p.add_argument(
+        "--bound-time",
+        type=float,
+        default=5.0,
+        help="seconds for the Lagrangian bound on rounds above --exact-max-gpus",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("bench-results"),
+        help="folder for bench.csv, summary.csv and gaps.png",
+    )
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
     p.set_defaults(func=cmd_bench)
 
@@ -79,18 +104,31 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if n % g:
                 raise InputError("--sizes", n, f"not a multiple of {g} GPUs per server")
     solvers = [SolverSpec.parse(s) for s in args.solvers.split(",") if s]
-    families = [Family(n, g, load, prof) for n in sizes for g in per_server for load in loads
-                for prof in profiles]
+    families = [
+        Family(n, g, load, prof)
+        for n in sizes
+        for g in per_server
+        for load in loads
+        for prof in profiles
+    ]
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = run_bench(families, args.seeds, solvers, args.time_limit, args.exact_max_gpus,
-                     args.bound_time, progress=lambda line: print(line, file=sys.stderr,
-                                                                  flush=True))
+    rows = run_bench(
+        families,
+        args.seeds,
+        solvers,
+        args.time_limit,
+        args.exact_max_gpus,
+        args.bound_time,
+        progress=lambda line: print(line, file=sys.stderr, flush=True),
+    )
     summary = summarise(rows)
     write_csv(args.out / "bench.csv", [r.as_dict() for r in rows])
     write_csv(args.out / "summary.csv", summary)
     print(format_table(summary))
     if not args.no_plot:
         plot_gaps(args.out / "gaps.png", summary)
-    print(f"wrote {args.out / 'bench.csv'}, {args.out / 'summary.csv'}"
-          + ("" if args.no_plot else f", {args.out / 'gaps.png'}"))
+    print(
+        f"wrote {args.out / 'bench.csv'}, {args.out / 'summary.csv'}"
+        + ("" if args.no_plot else f", {args.out / 'gaps.png'}")
+    )
     return 0

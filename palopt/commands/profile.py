@@ -30,26 +30,48 @@ def _names(text: str) -> list[str]:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``profile`` command group."""
     group = sub.add_parser("profile", help="import and inspect variability profiles")
-    cmds = group.add_subparsers(dest="profile_command", required=True,
-                                parser_class=type(group))
+    cmds = group.add_subparsers(dest="profile_command", required=True, parser_class=type(group))
 
     p = cmds.add_parser(
-        "import", help="read a per-GPU measurement CSV into a profile file",
+        "import",
+        help="read a per-GPU measurement CSV into a profile file",
         description="Group rows by the id columns (repeated runs of one GPU), take each GPU's "
-                    "median, normalise to the median GPU (larger = slower) and write a "
-                    "palopt.profile/1 JSON file.")
+        "median, normalise to the median GPU (larger = slower) and write a "
+        "palopt.profile/1 JSON file.",
+    )
     p.add_argument("file", type=Path, help="CSV file with a header line")
-    p.add_argument("--id", required=True, type=_names, metavar="COLS",
-                   help="comma-separated columns identifying a GPU, e.g. cabinet,node,device")
-    p.add_argument("--value", required=True, type=_names, metavar="COLS",
-                   help="measurement column(s), one per class, e.g. perf")
-    p.add_argument("--class", dest="classes", type=_names, metavar="NAMES",
-                   help="class name(s), one per value column (default: the column names)")
-    p.add_argument("--no-normalise", action="store_true",
-                   help="keep the values as they are (already relative slowdowns)")
+    p.add_argument(
+        "--id",
+        required=True,
+        type=_names,
+        metavar="COLS",
+        help="comma-separated columns identifying a GPU, e.g. cabinet,node,device",
+    )
+    p.add_argument(
+        "--value",
+        required=True,
+        type=_names,
+        metavar="COLS",
+        help="measurement column(s), one per class, e.g. perf",
+    )
+    p.add_argument(
+        "--class",
+        dest="classes",
+        type=_names,
+        metavar="NAMES",
+        help="class name(s), one per value column (default: the column names)",
+    )
+    p.add_argument(
+        "--no-normalise",
+        action="store_true",
+        help="keep the values as they are (already relative slowdowns)",
+    )
     p.add_argument("--out", "-o", type=Path, required=True, help="profile file to write")
-    p.add_argument("--append", action="store_true",
-                   help="add the classes to the existing --out profile (joined on GPU ids)")
+    p.add_argument(
+        "--append",
+        action="store_true",
+        help="add the classes to the existing --out profile (joined on GPU ids)",
+    )
     p.set_defaults(func=cmd_import)
 
     p = cmds.add_parser("show", help="print per-class spread and binning of a profile")
@@ -60,56 +82,79 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_show)
 
     p = cmds.add_parser(
-        "assign", help="give a simulated cluster's GPUs the values of measured GPUs",
+        "assign",
+        help="give a simulated cluster's GPUs the values of measured GPUs",
         description="Draw measured GPUs (or whole servers) for every GPU of a cluster, keeping "
-                    "each GPU's values for all classes together, and write the profile keyed "
-                    "by the cluster's GPU ids (gpu0, gpu1, ...), with the measured origin.")
+        "each GPU's values for all classes together, and write the profile keyed "
+        "by the cluster's GPU ids (gpu0, gpu1, ...), with the measured origin.",
+    )
     p.add_argument("file", type=Path, help="profile file (palopt.profile/1 JSON)")
-    p.add_argument("--cluster", required=True, metavar="SHAPE",
-                   help="SERVERSxGPUS or RACKSxSERVERSxGPUS, e.g. 2x32x4")
+    p.add_argument(
+        "--cluster",
+        required=True,
+        metavar="SHAPE",
+        help="SERVERSxGPUS or RACKSxSERVERSxGPUS, e.g. 2x32x4",
+    )
     p.add_argument("--seed", type=int, help="draw with this seed (default: profile order)")
-    p.add_argument("--missing", choices=MISSING_RULES, default="drop",
-                   help="classes a GPU was not measured in: drop such GPUs, count them as "
-                        "1.0, or sample a measured value (default: drop)")
-    p.add_argument("--by", choices=("gpu", "server"), default="gpu",
-                   help="draw single GPUs or whole measured servers")
+    p.add_argument(
+        "--missing",
+        choices=MISSING_RULES,
+        default="drop",
+        help="classes a GPU was not measured in: drop such GPUs, count them as "
+        "1.0, or sample a measured value (default: drop)",
+    )
+    p.add_argument(
+        "--by",
+        choices=("gpu", "server"),
+        default="gpu",
+        help="draw single GPUs or whole measured servers",
+    )
     p.add_argument("--out", "-o", type=Path, required=True, help="profile file to write")
     p.set_defaults(func=cmd_assign)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import a measurement file."""
-    profile = read_measurements(args.file, args.id, args.value, args.classes,
-                                normalise=not args.no_normalise)
+    profile = read_measurements(
+        args.file, args.id, args.value, args.classes, normalise=not args.no_normalise
+    )
     if args.append and args.out.exists():
         profile = load_profile(args.out).merge(profile)
     save_profile(profile, args.out)
-    print(f"{args.out}: {profile.n_gpus} GPUs, classes {', '.join(profile.classes)} "
-          f"({profile.source})")
+    print(
+        f"{args.out}: {profile.n_gpus} GPUs, classes {', '.join(profile.classes)} "
+        f"({profile.source})"
+    )
     return 0
 
 
 def summarise(profile: VariabilityProfile, method: str = "kmeans", tol: float = 0.02) -> str:
     """Per-class spread and binning of a profile, as a table."""
-    lines = [f"{profile.n_gpus} GPUs; source: {profile.source or '-'}",
-             f"{'class':<12} {'gpus':>5} {'min':>7} {'median':>7} {'p95':>7} {'max':>7} "
-             f"{'k':>3}  levels ({method})"]
+    lines = [
+        f"{profile.n_gpus} GPUs; source: {profile.source or '-'}",
+        f"{'class':<12} {'gpus':>5} {'min':>7} {'median':>7} {'p95':>7} {'max':>7} "
+        f"{'k':>3}  levels ({method})",
+    ]
     for c, name in enumerate(profile.classes):
         v = profile.values[c][~np.isnan(profile.values[c])]
         b = bin_values(v, method=method, tol=tol)
         counts = np.bincount(b.labels, minlength=b.k)
         lv = b.levels[np.argsort(b.labels, kind="stable")][np.cumsum(counts) - 1]
         levels = " ".join(f"{x:.4f}x{n}" for x, n in zip(lv, counts, strict=True))
-        lines.append(f"{name:<12} {len(v):>5} {v.min():>7.4f} {np.median(v):>7.4f} "
-                     f"{np.percentile(v, 95):>7.4f} {v.max():>7.4f} {b.k:>3}  {levels}")
+        lines.append(
+            f"{name:<12} {len(v):>5} {v.min():>7.4f} {np.median(v):>7.4f} "
+            f"{np.percentile(v, 95):>7.4f} {v.max():>7.4f} {b.k:>3}  {levels}"
+        )
     return "\n".join(lines)
 
 
-def plot_profile(profile: VariabilityProfile, path: Path, method: str = "kmeans",
-                 tol: float = 0.02) -> None:
+def plot_profile(
+    profile: VariabilityProfile, path: Path, method: str = "kmeans", tol: float = 0.02
+) -> None:
     """Histogram of each class's values with its binned levels marked."""
     try:
         import matplotlib
+
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError as exc:
@@ -147,6 +192,8 @@ def cmd_assign(args: argparse.Namespace) -> int:
     topology = parse_shape(args.cluster)
     profile = assign_profile(load_profile(args.file), topology, args.seed, args.missing, args.by)
     save_profile(profile, args.out)
-    print(f"{args.out}: {topology.n_gpus} GPUs ({args.cluster}), classes "
-          f"{', '.join(profile.classes)}, from {len(set(profile.origin))} measured GPUs")
+    print(
+        f"{args.out}: {topology.n_gpus} GPUs ({args.cluster}), classes "
+        f"{', '.join(profile.classes)}, from {len(set(profile.origin))} measured GPUs"
+    )
     return 0

@@ -48,65 +48,120 @@ def _json_or_float(text: str) -> float | dict[str, Any]:
 
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("model (defaults: the artifact's compat mode)")
-    g.add_argument("--completion", choices=["round", "exact"], default="round",
-                   help="a job completes at the end of its last round (compat) or exactly")
-    g.add_argument("--restart-cost", type=float, default=0.0, metavar="S",
-                   help="seconds lost when a job resumes or migrates (default 0)")
-    g.add_argument("--backfill", action="store_true",
-                   help="later waiting jobs may use GPUs a blocked job cannot use")
-    g.add_argument("--extra-jobs", action="store_true",
-                   help="feed the artifact's untracked extra jobs after the trace")
-    g.add_argument("--fixed-charge", action="store_true",
-                   help="charge the ranked (binned) slowdown instead of the raw one")
+    g.add_argument(
+        "--completion",
+        choices=["round", "exact"],
+        default="round",
+        help="a job completes at the end of its last round (compat) or exactly",
+    )
+    g.add_argument(
+        "--restart-cost",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="seconds lost when a job resumes or migrates (default 0)",
+    )
+    g.add_argument(
+        "--backfill",
+        action="store_true",
+        help="later waiting jobs may use GPUs a blocked job cannot use",
+    )
+    g.add_argument(
+        "--extra-jobs",
+        action="store_true",
+        help="feed the artifact's untracked extra jobs after the trace",
+    )
+    g.add_argument(
+        "--fixed-charge",
+        action="store_true",
+        help="charge the ranked (binned) slowdown instead of the raw one",
+    )
 
 
 def _config(args: argparse.Namespace, **over: Any) -> SimConfig:
-    return SimConfig(completion=args.completion, restart_cost_s=args.restart_cost,
-                     backfill=args.backfill, extra_jobs=args.extra_jobs, **over)
+    return SimConfig(
+        completion=args.completion,
+        restart_cost_s=args.restart_cost,
+        backfill=args.backfill,
+        extra_jobs=args.extra_jobs,
+        **over,
+    )
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the commands of this module."""
     p = sub.add_parser("simulate", help="simulate a job trace round by round")
-    p.add_argument("--trace", type=Path, required=True,
-                   help="CSV: job_id,num_gpus,submit_time,duration(iterations),model")
+    p.add_argument(
+        "--trace",
+        type=Path,
+        required=True,
+        help="CSV: job_id,num_gpus,submit_time,duration(iterations),model",
+    )
     p.add_argument("--cluster", default="16x4", help="SERVERSxGPUS or RACKSxSERVERSxGPUS")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--profile", type=Path,
-                     help="per-GPU CSV with PerfVar_<class> (charged) and sf_<class> (ranked), "
-                          "or a palopt.profile/1 JSON file from `palopt profile import` "
-                          "(assigned to the cluster with --seed, ranked by k-means levels)")
-    src.add_argument("--correlated", type=float, metavar="RHO",
-                     help="synthetic profile, classes A-D correlated with RHO (seeded by --seed)")
+    src.add_argument(
+        "--profile",
+        type=Path,
+        help="per-GPU CSV with PerfVar_<class> (charged) and sf_<class> (ranked), "
+        "or a palopt.profile/1 JSON file from `palopt profile import` "
+        "(assigned to the cluster with --seed, ranked by k-means levels)",
+    )
+    src.add_argument(
+        "--correlated",
+        type=float,
+        metavar="RHO",
+        help="synthetic profile, classes A-D correlated with RHO (seeded by --seed)",
+    )
     p.add_argument("--placement", default="pal", help="placement solver (see `palopt solvers`)")
     p.add_argument("--scheduler", default="fifo", help="fifo, las, srtf or tiresias")
-    p.add_argument("--locality-penalty", type=_json_or_float, default=1.7, metavar="P",
-                   help="P beyond a server, or JSON {tier: p} / {class: {tier: p}}")
+    p.add_argument(
+        "--locality-penalty",
+        type=_json_or_float,
+        default=1.7,
+        metavar="P",
+        help="P beyond a server, or JSON {tier: p} / {class: {tier: p}}",
+    )
     p.add_argument("--round", type=float, default=360.0, metavar="S", help="round length (s)")
     p.add_argument("--seed", type=int, default=0, help="seed (random solvers, synthetic data)")
     p.add_argument("--time-limit", type=float, default=None, help="per-round solver limit (s)")
     p.add_argument("--check", action="store_true", help="check every placement's feasibility")
-    p.add_argument("--out", type=Path, help="directory for jobs.csv, rounds.csv, summary.json, "
-                   "plots")
+    p.add_argument(
+        "--out", type=Path, help="directory for jobs.csv, rounds.csv, summary.json, plots"
+    )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     _add_model_options(p)
     p.set_defaults(func=cmd_simulate)
 
     p = sub.add_parser("reproduce", help="rerun the PAL paper's simulation experiments")
     p.add_argument("figure", choices=["fig10", "fig12", "fig13"])
-    p.add_argument("--data", type=Path, default=DEFAULT_DATA,
-                   help="the pal-artifact data directory (default: ../shared/data/pal-artifact)")
-    p.add_argument("--out", type=Path, default=Path("runs"),
-                   help="directory for the table (CSV, text) and plot")
+    p.add_argument(
+        "--data",
+        type=Path,
+        default=DEFAULT_DATA,
+        help="the pal-artifact data directory (default: ../shared/data/pal-artifact)",
+    )
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("runs"),
+        help="directory for the table (CSV, text) and plot",
+    )
     p.add_argument("--workers", type=int, default=None, help="processes (default: CPUs)")
     p.add_argument("--workloads", default="1-8", help="fig10: e.g. 1-8 or 1,3,6")
-    p.add_argument("--jobs", type=int, default=200,
-                   help="fig13: tracked jobs per trace (as many again before and after)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=200,
+        help="fig13: tracked jobs per trace (as many again before and after)",
+    )
     p.add_argument("--seeds", type=int, default=1, help="fig13: traces per load")
     p.add_argument("--loads", default="8,10,12,14", help="fig13: jobs per hour")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    p.add_argument("--fresh", action="store_true",
-                   help="rerun every simulation (finished ones are otherwise reused)")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="rerun every simulation (finished ones are otherwise reused)",
+    )
     _add_model_options(p)
     p.set_defaults(func=cmd_reproduce)
 
@@ -117,29 +172,49 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.profile is not None:
         profile = load_profile(args.profile, topo, args.seed)
     else:
-        profile = correlated_profile(topo.n_gpus, ("classA", "classB", "classC", "classD"),
-                                     0.05, args.correlated, args.seed)
+        profile = correlated_profile(
+            topo.n_gpus, ("classA", "classB", "classC", "classD"), 0.05, args.correlated, args.seed
+        )
     if args.fixed_charge:
         profile = profile.fixed()
     trace = load_trace(args.trace)
     policy = get_policy(args.scheduler)
     solver = get_solver(args.placement)  # fails early, with the valid names, if unknown
-    cfg = _config(args, round_s=args.round, penalties=args.locality_penalty, seed=args.seed,
-                  time_limit=args.time_limit, check=args.check)
+    cfg = _config(
+        args,
+        round_s=args.round,
+        penalties=args.locality_penalty,
+        seed=args.seed,
+        time_limit=args.time_limit,
+        check=args.check,
+    )
     res = simulate(topo, profile, trace, solver, policy, cfg)
-    settings = {"trace": str(args.trace), "cluster": args.cluster,
-                "profile": str(args.profile) if args.profile else f"correlated:{args.correlated}",
-                "placement": args.placement, "scheduler": policy.name,
-                "locality_penalty": args.locality_penalty, "round_s": args.round,
-                "completion": args.completion, "restart_cost_s": args.restart_cost,
-                "backfill": args.backfill, "extra_jobs": args.extra_jobs,
-                "fixed_charge": args.fixed_charge, "seed": args.seed}
-    s = write_outputs(res, args.out, plots=not args.no_plots, meta=settings) if args.out \
+    settings = {
+        "trace": str(args.trace),
+        "cluster": args.cluster,
+        "profile": str(args.profile) if args.profile else f"correlated:{args.correlated}",
+        "placement": args.placement,
+        "scheduler": policy.name,
+        "locality_penalty": args.locality_penalty,
+        "round_s": args.round,
+        "completion": args.completion,
+        "restart_cost_s": args.restart_cost,
+        "backfill": args.backfill,
+        "extra_jobs": args.extra_jobs,
+        "fixed_charge": args.fixed_charge,
+        "seed": args.seed,
+    }
+    s = (
+        write_outputs(res, args.out, plots=not args.no_plots, meta=settings)
+        if args.out
         else summary(res)
+    )
     print(format_summary(s))
     if args.out:
-        print(f"wrote {args.out}/jobs.csv, rounds.csv, summary.json"
-              + ("" if args.no_plots else ", jct_cdf.png, busy_gpus.png"))
+        print(
+            f"wrote {args.out}/jobs.csv, rounds.csv, summary.json"
+            + ("" if args.no_plots else ", jct_cdf.png, busy_gpus.png")
+        )
     return 0
 
 
@@ -164,9 +239,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     cells = args.out / f"{stem}-cells"
     if args.fresh and cells.exists():
         shutil.rmtree(cells)
-    options = {"completion": args.completion, "restart_cost": args.restart_cost,
-               "backfill": args.backfill, "extra_jobs": args.extra_jobs,
-               "fixed_charge": args.fixed_charge}
+    options = {
+        "completion": args.completion,
+        "restart_cost": args.restart_cost,
+        "backfill": args.backfill,
+        "extra_jobs": args.extra_jobs,
+        "fixed_charge": args.fixed_charge,
+    }
     if args.figure == "fig10":
         workloads = _int_list(args.workloads, "workloads")
         if not workloads or not set(workloads) <= set(range(1, 9)):
@@ -181,8 +260,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             loads = [float(x) for x in args.loads.split(",")]
         except ValueError:
             raise InputError("loads", args.loads, "expected numbers like 8,10,12") from None
-        spec = fig13_sweep(args.data, cells, loads, seeds=range(args.seeds), n_jobs=args.jobs,
-                           **options)
+        spec = fig13_sweep(
+            args.data, cells, loads, seeds=range(args.seeds), n_jobs=args.jobs, **options
+        )
         by, group = "load", "scheduler"
     table = run_sweep(spec, simulate_cell, workers=args.workers, progress=not args.no_progress)
     table.to_csv(args.out / f"{stem}-runs.csv", index=False)
@@ -194,11 +274,17 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         texts.append(head + "\n" + format_tables(jct, gains, by))
         suffix = f"-{name}" if name else ""
         for base in ("packed-sticky", "packed-nonsticky"):
-            plot_normalised(jct, base, args.out / f"{stem}{suffix}-vs-{base}.png",
-                            f"{head}: avg JCT normalised to {base}")
+            plot_normalised(
+                jct,
+                base,
+                args.out / f"{stem}{suffix}-vs-{base}.png",
+                f"{head}: avg JCT normalised to {base}",
+            )
     text = "\n\n".join(texts)
     (args.out / f"{stem}.txt").write_text(text + "\n", encoding="utf-8")
     print(text)
-    print(f"\nwrote {args.out}/{stem}-runs.csv, {stem}.txt and plots ({len(table)} runs; "
-          f"finished runs are kept in {cells} and reused: --fresh reruns them)")
+    print(
+        f"\nwrote {args.out}/{stem}-runs.csv, {stem}.txt and plots ({len(table)} runs; "
+        f"finished runs are kept in {cells} and reused: --fresh reruns them)"
+    )
     return 0

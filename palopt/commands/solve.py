@@ -34,12 +34,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--solver", default="pal", help="solver name (see `palopt solvers`)")
     p.add_argument("--seed", type=int, default=None, help="seed for randomised solvers")
     p.add_argument("--time-limit", type=float, default=None, help="seconds (exact solvers)")
-    p.add_argument("--option", "-o", action="append", type=_parse_option, default=[],
-                   metavar="KEY=VALUE", help="solver option (repeatable), e.g. -o backend=highs")
+    p.add_argument(
+        "--option",
+        "-o",
+        action="append",
+        type=_parse_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="solver option (repeatable), e.g. -o backend=highs",
+    )
     p.add_argument("--out", type=Path, help="also write the result as JSON to this file")
-    p.add_argument("--format", choices=["json", "table", "slurm"], default="json",
-                   help="what to print: the result as JSON (default), a table, or per placed "
-                        "job its Slurm node list and CUDA_VISIBLE_DEVICES per node")
+    p.add_argument(
+        "--format",
+        choices=["json", "table", "slurm"],
+        default="json",
+        help="what to print: the result as JSON (default), a table, or per placed "
+        "job its Slurm node list and CUDA_VISIBLE_DEVICES per node",
+    )
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("validate", help="check an instance file; exit 2 with the reason if bad")
@@ -60,8 +71,11 @@ def format_result(instance: Instance, result: PlacementResult) -> str:
     lines = [
         f"solver {result.solver}: status {result.status}, "
         f"{result.n_placed}/{len(result.placements)} jobs placed, objective {result.objective:.4f}"
-        + (f", bound {result.bound:.4f}, gap {100 * (result.gap or 0):.2f}%"
-           if result.bound is not None else "")
+        + (
+            f", bound {result.bound:.4f}, gap {100 * (result.gap or 0):.2f}%"
+            if result.bound is not None
+            else ""
+        )
         + f", {1000 * result.wall_time:.1f} ms",
         f"{'job':<12} {'gpus':>4} {'action':<8} {'cost':>7} {'slowdown':>8} {'tier':<8} "
         f"{'penalty':>7}  placement",
@@ -71,11 +85,15 @@ def format_result(instance: Instance, result: PlacementResult) -> str:
         n = jobs[p.job_id].num_gpus
         if p.gpus:
             where = ",".join(topo.gpu_ids[g] for g in p.gpus)
-            lines.append(f"{p.job_id:<12} {n:>4} {p.action:<8} {p.cost:>7.4f} {p.slowdown:>8.4f} "
-                         f"{p.tier:<8} {p.penalty:>7.3f}  {where}")
+            lines.append(
+                f"{p.job_id:<12} {n:>4} {p.action:<8} {p.cost:>7.4f} {p.slowdown:>8.4f} "
+                f"{p.tier:<8} {p.penalty:>7.3f}  {where}"
+            )
         else:
-            lines.append(f"{p.job_id:<12} {n:>4} {p.action:<8} {'-':>7} {'-':>8} {'-':<8} "
-                         f"{'-':>7}  not placed: {p.reason}")
+            lines.append(
+                f"{p.job_id:<12} {n:>4} {p.action:<8} {'-':>7} {'-':>8} {'-':<8} "
+                f"{'-':>7}  not placed: {p.reason}"
+            )
     return "\n".join(lines)
 
 
@@ -101,9 +119,11 @@ def cmd_solve(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Validate an instance file."""
     inst = load_instance(args.instance)
-    print(f"{args.instance}: valid ({inst.topology.n_gpus} GPUs, {inst.topology.n_servers} "
-          f"servers, tiers {'/'.join(inst.topology.tiers)}, {len(inst.classes)} classes, "
-          f"{len(inst.queue)} queued jobs)")
+    print(
+        f"{args.instance}: valid ({inst.topology.n_gpus} GPUs, {inst.topology.n_servers} "
+        f"servers, tiers {'/'.join(inst.topology.tiers)}, {len(inst.classes)} classes, "
+        f"{len(inst.queue)} queued jobs)"
+    )
     return 0
 
 

@@ -26,12 +26,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         "taken from the grid file's folder. See palopt/sweep.py for the file format.",
     )
     p.add_argument("grid", type=Path, help="grid TOML file")
-    p.add_argument("--engine", choices=["local", "ray"], default="local",
-                   help="local process pool (default) or Ray tasks")
-    p.add_argument("--workers", type=int, default=None,
-                   help="local processes (default: CPU count)")
-    p.add_argument("--address", default=None,
-                   help="Ray cluster address (default: start a local Ray instance)")
+    p.add_argument(
+        "--engine",
+        choices=["local", "ray"],
+        default="local",
+        help="local process pool (default) or Ray tasks",
+    )
+    p.add_argument("--workers", type=int, default=None, help="local processes (default: CPU count)")
+    p.add_argument(
+        "--address", default=None, help="Ray cluster address (default: start a local Ray instance)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=cmd_sweep)
 
@@ -44,8 +48,10 @@ def _resolve(value: Any, base: Path) -> Any:
 
 def resolve_paths(spec: SweepSpec, base: Path) -> SweepSpec:
     """The spec with relative file parameters (:data:`PATH_KEYS`) made relative to ``base``."""
-    grid = {k: tuple(_resolve(v, base) for v in vs) if k in PATH_KEYS else vs
-            for k, vs in spec.grid.items()}
+    grid = {
+        k: tuple(_resolve(v, base) for v in vs) if k in PATH_KEYS else vs
+        for k, vs in spec.grid.items()
+    }
     fixed = {k: _resolve(v, base) if k in PATH_KEYS else v for k, v in spec.fixed.items()}
     return replace(spec, grid=grid, fixed=fixed)
 
@@ -55,8 +61,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     spec = resolve_paths(load_grid(args.grid), args.grid.parent)
     if args.workers is not None and args.workers < 1:
         raise InputError("workers", args.workers, "must be at least 1")
-    table = run_sweep(spec, simulate_cell, engine=args.engine, workers=args.workers,
-                      address=args.address, progress=not args.no_progress)
+    table = run_sweep(
+        spec,
+        simulate_cell,
+        engine=args.engine,
+        workers=args.workers,
+        address=args.address,
+        progress=not args.no_progress,
+    )
     print(f"{len(table)} runs; results in {spec.out / ('results.' + spec.format)}")
     if "placement" not in table.columns or "avg_jct_h" not in table.columns:
         return 0

@@ -29,23 +29,35 @@ def _server_option(text: str) -> tuple[str, Path]:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the ``topology`` command group."""
-    group = sub.add_parser("topology", help="build a cluster topology from Slurm and nvidia-smi "
-                           "files, or summarise and draw one")
-    cmds = group.add_subparsers(dest="topology_command", required=True,
-                                parser_class=type(group))
+    group = sub.add_parser(
+        "topology",
+        help="build a cluster topology from Slurm and nvidia-smi files, or summarise and draw one",
+    )
+    cmds = group.add_subparsers(dest="topology_command", required=True, parser_class=type(group))
 
     p = cmds.add_parser(
-        "build", help="write the topology JSON (node-link form, as instances embed it)",
+        "build",
+        help="write the topology JSON (node-link form, as instances embed it)",
         description="Join a Slurm topology.conf (switch tree) and `nvidia-smi topo -m` outputs "
-                    "(GPUs inside each server) into one topology. Without --slurm, the servers "
-                    f"are the --server names, or one server {SINGLE_SERVER!r} from --nvidia-smi.")
+        "(GPUs inside each server) into one topology. Without --slurm, the servers "
+        f"are the --server names, or one server {SINGLE_SERVER!r} from --nvidia-smi.",
+    )
     p.add_argument("--slurm", type=Path, metavar="FILE", help="Slurm topology.conf (tree plugin)")
-    p.add_argument("--nvidia-smi", type=Path, metavar="FILE",
-                   help="saved `nvidia-smi topo -m` output for every server without --server")
-    p.add_argument("--server", action="append", type=_server_option, default=[],
-                   metavar="NAMES=FILE",
-                   help="nvidia-smi output for these servers (a Slurm host list, e.g. "
-                        "node[07-08]=dgx.txt); repeatable")
+    p.add_argument(
+        "--nvidia-smi",
+        type=Path,
+        metavar="FILE",
+        help="saved `nvidia-smi topo -m` output for every server without --server",
+    )
+    p.add_argument(
+        "--server",
+        action="append",
+        type=_server_option,
+        default=[],
+        metavar="NAMES=FILE",
+        help="nvidia-smi output for these servers (a Slurm host list, e.g. "
+        "node[07-08]=dgx.txt); repeatable",
+    )
     p.add_argument("--out", type=Path, help="write here instead of standard output")
     p.set_defaults(func=cmd_build)
 
@@ -55,8 +67,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_show)
 
 
-def build_from_files(slurm: Path | None, default: Path | None,
-                     servers: list[tuple[str, Path]]) -> Topology:
+def build_from_files(
+    slurm: Path | None, default: Path | None, servers: list[tuple[str, Path]]
+) -> Topology:
     """The topology described by the ``build`` options (each file read once).
 
     Raises
@@ -81,9 +94,12 @@ def build_from_files(slurm: Path | None, default: Path | None,
     fallback = matrix(default) if default else None
     if tree is None and fallback is not None:
         if per_server:
-            raise InputError("--nvidia-smi", str(default),
-                             "without --slurm, give one matrix (a one-server topology) or "
-                             "--server NAMES=FILE for each server, not both")
+            raise InputError(
+                "--nvidia-smi",
+                str(default),
+                "without --slurm, give one matrix (a one-server topology) or "
+                "--server NAMES=FILE for each server, not both",
+            )
         per_server[SINGLE_SERVER] = fallback
     if tree is None and not per_server:
         raise InputError("topology build", None, "give --slurm, --nvidia-smi or --server")
@@ -96,8 +112,10 @@ def cmd_build(args: argparse.Namespace) -> int:
     text = json.dumps(topo.to_node_link(), indent=1) + "\n"
     if args.out:
         args.out.write_text(text, encoding="utf-8")
-        print(f"{args.out}: {topo.n_gpus} GPUs on {topo.n_servers} servers, tiers "
-              f"{' < '.join(topo.tiers)}")
+        print(
+            f"{args.out}: {topo.n_gpus} GPUs on {topo.n_servers} servers, tiers "
+            f"{' < '.join(topo.tiers)}"
+        )
     else:
         sys.stdout.write(text)
     return 0
@@ -114,8 +132,9 @@ def load_topology(path: Path) -> Topology:
     try:
         data: Any = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise InputError(f"{path}:{exc.lineno}", f"column {exc.colno}",
-                         f"invalid JSON: {exc.msg}") from None
+        raise InputError(
+            f"{path}:{exc.lineno}", f"column {exc.colno}", f"invalid JSON: {exc.msg}"
+        ) from None
     if isinstance(data, dict) and data.get("format") == FORMAT:
         return topology_from_spec(data.get("topology"), f"{path}: topology")
     return topology_from_spec(data, str(path))

@@ -67,16 +67,18 @@ def assemble_topology(
         known = set(hosts)
         stray = [h for h in servers if h not in known]
         if stray:
-            raise InputError(f"server {stray[0]}", stray[0],
-                             f"no switch in {tree.source} reaches this node")
+            raise InputError(
+                f"server {stray[0]}", stray[0], f"no switch in {tree.source} reaches this node"
+            )
         sources = [tree.source]
     if not hosts:
         raise InputError("servers", [], "no server: give a topology.conf or name servers")
     for host in hosts:
         matrix = servers.get(host, default)
         if matrix is None:
-            raise InputError(f"server {host}", host,
-                             "no GPU matrix for this node: give a default or one for it")
+            raise InputError(
+                f"server {host}", host, "no GPU matrix for this node: give a default or one for it"
+            )
         graph.add_node(host, kind="server")
         matrix.add_to(graph, host)
         if matrix.source not in sources:

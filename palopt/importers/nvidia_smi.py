@@ -120,8 +120,11 @@ def _entry(where: str, token: str, column: str) -> str:
     token = _ALIASES.get(token, token)
     if token == "X" or token in PCIE_CLASSES or _NV.match(token):
         return token
-    raise InputError(where, token, f"unknown entry in column {column}; expected X, NV<k>, "
-                     f"{', '.join(PCIE_CLASSES)}")
+    raise InputError(
+        where,
+        token,
+        f"unknown entry in column {column}; expected X, NV<k>, {', '.join(PCIE_CLASSES)}",
+    )
 
 
 def parse_nvidia_smi(text: str, source: str = "<string>") -> GpuMatrix:
@@ -155,8 +158,9 @@ def parse_nvidia_smi(text: str, source: str = "<string>") -> GpuMatrix:
     ((0, 1), ('X', 'NV12'))
     """
     lines = [_ANSI.sub("", line) for line in text.splitlines()]
-    header_at = next((i for i, line in enumerate(lines)
-                      if line.split() and _GPU.match(line.split()[0])), None)
+    header_at = next(
+        (i for i, line in enumerate(lines) if line.split() and _GPU.match(line.split()[0])), None
+    )
     if header_at is None:
         raise InputError(source, text[:40], "no GPU matrix header (a line starting with GPU0)")
     header = lines[header_at].split()
@@ -178,19 +182,29 @@ def parse_nvidia_smi(text: str, source: str = "<string>") -> GpuMatrix:
         where = f"{source}:{i + 1}"
         name = words[0]
         if name not in columns:
-            raise InputError(where, name, f"row {name} has no column in the header "
-                             f"(columns: {', '.join(columns)})")
+            raise InputError(
+                where,
+                name,
+                f"row {name} has no column in the header (columns: {', '.join(columns)})",
+            )
         if name in rows:
             raise InputError(where, name, f"row given twice (first on line {rows[name][0]})")
         if len(words) - 1 < n:
-            raise InputError(where, lines[i].strip(), f"row {name} has {len(words) - 1} entries, "
-                             f"expected {n} (one per GPU column): the matrix is not square")
-        entries = zip(words[1:n + 1], columns, strict=True)
+            raise InputError(
+                where,
+                lines[i].strip(),
+                f"row {name} has {len(words) - 1} entries, "
+                f"expected {n} (one per GPU column): the matrix is not square",
+            )
+        entries = zip(words[1 : n + 1], columns, strict=True)
         rows[name] = (i + 1, tuple(_entry(where, w, c) for w, c in entries))
     missing = [c for c in columns if c not in rows]
     if missing:
-        raise InputError(f"{source}:{header_at + 1}", missing[0],
-                         "GPU has a column in the header but no row in the matrix")
+        raise InputError(
+            f"{source}:{header_at + 1}",
+            missing[0],
+            "GPU has a column in the header but no row in the matrix",
+        )
     for a, col_a in enumerate(columns):
         line, row = rows[col_a]
         for b, col_b in enumerate(columns):
@@ -199,8 +213,12 @@ def parse_nvidia_smi(text: str, source: str = "<string>") -> GpuMatrix:
                 raise InputError(where, row[b], f"{col_a}/{col_b}: X must be exactly the diagonal")
             other = rows[col_b][1][a]
             if b < a and row[b] != other:
-                raise InputError(where, row[b], f"{col_a}/{col_b} differs from {col_b}/{col_a} "
-                                 f"({other!r}): the matrix must be symmetric")
+                raise InputError(
+                    where,
+                    row[b],
+                    f"{col_a}/{col_b} differs from {col_b}/{col_a} "
+                    f"({other!r}): the matrix must be symmetric",
+                )
     local = tuple(int(_GPU.match(c).group(1)) for c in columns)  # type: ignore[union-attr]
     return GpuMatrix(source, local, tuple(rows[c][1] for c in columns))
 

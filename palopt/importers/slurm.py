@@ -35,8 +35,12 @@ from palopt.hostlist import expand_hostlist
 
 __all__ = ["SlurmSwitch", "SlurmTree", "parse_topology_conf", "read_topology_conf"]
 
-_KEYS = {"switchname": "SwitchName", "switches": "Switches", "nodes": "Nodes",
-         "linkspeed": "LinkSpeed"}
+_KEYS = {
+    "switchname": "SwitchName",
+    "switches": "Switches",
+    "nodes": "Nodes",
+    "linkspeed": "LinkSpeed",
+}
 
 
 @dataclass(frozen=True)
@@ -116,8 +120,7 @@ class SlurmTree:
                 if self._by_name[child].nodes:
                     for k in range(deepest - self.depth[child], 0, -1):
                         pad = f"{child}~{k}"
-                        g.add_node(pad, kind="switch", padding=True,
-                                   tier=f"level{deepest - k}")
+                        g.add_node(pad, kind="switch", padding=True, tier=f"level{deepest - k}")
                         g.add_edge(upper, pad, link="network")
                         upper = pad
                 g.add_edge(upper, child, link="network")
@@ -154,9 +157,11 @@ def _parse_line(where: str, line: str) -> dict[str, str]:
             raise InputError(where, token, "expected KEY=VALUE")
         canon = _KEYS.get(key.lower())
         if canon is None:
-            problem = ("topology/block files are not supported (tree plugin only)"
-                       if key.lower() == "blockname" else
-                       f"unknown key; expected one of {', '.join(_KEYS.values())}")
+            problem = (
+                "topology/block files are not supported (tree plugin only)"
+                if key.lower() == "blockname"
+                else f"unknown key; expected one of {', '.join(_KEYS.values())}"
+            )
             raise InputError(where, key, problem)
         if canon in fields:
             raise InputError(where, key, "key given twice on one line")
@@ -212,7 +217,8 @@ def parse_topology_conf(text: str, source: str = "<string>") -> SlurmTree:
         if ("Nodes" in fields) == ("Switches" in fields):
             raise InputError(where, name, "a switch needs exactly one of Nodes= and Switches=")
         switches[name] = SlurmSwitch(
-            name, number,
+            name,
+            number,
             tuple(expand_hostlist(fields["Switches"], where)) if "Switches" in fields else (),
             tuple(expand_hostlist(fields["Nodes"], where)) if "Nodes" in fields else (),
         )
@@ -226,26 +232,40 @@ def parse_topology_conf(text: str, source: str = "<string>") -> SlurmTree:
             if child not in switches:
                 raise InputError(where, child, "undefined switch (no SwitchName= line for it)")
             if child in parent:
-                raise InputError(where, child, f"switch is already a child of {parent[child]!r} "
-                                 f"(line {switches[parent[child]].line})")
+                raise InputError(
+                    where,
+                    child,
+                    f"switch is already a child of {parent[child]!r} "
+                    f"(line {switches[parent[child]].line})",
+                )
             parent[child] = s.name
         for node in s.nodes:
             if node in switches:
                 raise InputError(where, node, "name is used for both a switch and a node")
             if node in node_switch:
-                raise InputError(where, node, f"node is already under switch "
-                                 f"{node_switch[node]!r} (line {switches[node_switch[node]].line})")
+                raise InputError(
+                    where,
+                    node,
+                    f"node is already under switch "
+                    f"{node_switch[node]!r} (line {switches[node_switch[node]].line})",
+                )
             node_switch[node] = s.name
     roots = [s for s in switches.values() if s.name not in parent]
     if len(roots) > 1:
         listed = ", ".join(f"{r.name} (line {r.line})" for r in roots)
-        raise InputError(f"{source}:{roots[1].line}", roots[1].name,
-                         f"several root switches: {listed}; nodes under all but one are not "
-                         "reached from the root; join them under one top switch")
+        raise InputError(
+            f"{source}:{roots[1].line}",
+            roots[1].name,
+            f"several root switches: {listed}; nodes under all but one are not "
+            "reached from the root; join them under one top switch",
+        )
     if not roots:
         first = next(iter(switches.values()))
-        raise InputError(f"{source}:{first.line}", first.name,
-                         "the switches form a cycle: every switch has a parent")
+        raise InputError(
+            f"{source}:{first.line}",
+            first.name,
+            "the switches form a cycle: every switch has a parent",
+        )
     depth = {roots[0].name: 0}
     stack = [roots[0].name]
     while stack:
@@ -255,8 +275,11 @@ def parse_topology_conf(text: str, source: str = "<string>") -> SlurmTree:
             stack.append(child)
     unreached = [s for s in switches.values() if s.name not in depth]
     if unreached:
-        raise InputError(f"{source}:{unreached[0].line}", unreached[0].name,
-                         f"switch is on a cycle, not reached from the root {roots[0].name!r}")
+        raise InputError(
+            f"{source}:{unreached[0].line}",
+            unreached[0].name,
+            f"switch is on a cycle, not reached from the root {roots[0].name!r}",
+        )
     return SlurmTree(source, tuple(switches.values()), roots[0].name, depth)
 
 

@@ -43,8 +43,15 @@ from palopt.solvers import get_solver
 from palopt.solvers.base import Solver
 from palopt.topology import Topology
 
-__all__ = ["SimConfig", "JobTable", "RoundRecord", "SimResult", "Simulator", "SimulationStalled",
-           "simulate"]
+__all__ = [
+    "SimConfig",
+    "JobTable",
+    "RoundRecord",
+    "SimResult",
+    "Simulator",
+    "SimulationStalled",
+    "simulate",
+]
 
 log = logging.getLogger(__name__)
 
@@ -167,17 +174,20 @@ class JobTable:
         """Append jobs (not arrived yet)."""
         for i, j in enumerate(jobs):
             if j.job_class not in self._class_index:
-                raise InputError(f"trace[{len(self.jobs) + i}].class", j.job_class,
-                                 f"no profile for this class; known: "
-                                 f"{', '.join(self._class_index)}")
+                raise InputError(
+                    f"trace[{len(self.jobs) + i}].class",
+                    j.job_class,
+                    f"no profile for this class; known: {', '.join(self._class_index)}",
+                )
         k = len(jobs)
         self.jobs.extend(jobs)
         self.submit = np.append(self.submit, [j.submit_time for j in jobs])
         self.iters_total = np.append(self.iters_total, [j.iterations for j in jobs])
         self.base = np.append(self.base, [j.base_iter_time for j in jobs])
         self.num_gpus = np.append(self.num_gpus, np.array([j.num_gpus for j in jobs], np.int64))
-        self.cls = np.append(self.cls, np.array([self._class_index[j.job_class] for j in jobs],
-                                                np.int64))
+        self.cls = np.append(
+            self.cls, np.array([self._class_index[j.job_class] for j in jobs], np.int64)
+        )
         self.tracked = np.append(self.tracked, np.array([j.tracked for j in jobs], bool))
         for name in ("status", "preemptions", "migrations"):
             setattr(self, name, np.append(getattr(self, name), np.zeros(k, np.int64)))
@@ -256,17 +266,24 @@ class Simulator:
     120.0
     """
 
-    def __init__(self, topology: Topology, profile: ClusterProfile, trace: Sequence[TraceJob],
-                 solver: str | Solver = "pal", policy: str | SchedulingPolicy = "fifo",
-                 config: SimConfig | None = None) -> None:
+    def __init__(
+        self,
+        topology: Topology,
+        profile: ClusterProfile,
+        trace: Sequence[TraceJob],
+        solver: str | Solver = "pal",
+        policy: str | SchedulingPolicy = "fifo",
+        config: SimConfig | None = None,
+    ) -> None:
         self.config = config or SimConfig()
         cfg = self.config
         self.topology = topology
         self.profile = profile
         n = topology.n_gpus
         if profile.rank.shape != (len(profile.classes), n):
-            raise InputError("profile", profile.rank.shape,
-                             f"expected {len(profile.classes)} classes x {n} GPUs")
+            raise InputError(
+                "profile", profile.rank.shape, f"expected {len(profile.classes)} classes x {n} GPUs"
+            )
         self.solver_name = solver if isinstance(solver, str) else getattr(solver, "name", "solver")
         self.solver: Solver = get_solver(solver) if isinstance(solver, str) else solver
         self.policy = get_policy(policy)
@@ -280,14 +297,16 @@ class Simulator:
         self.penalty = penalty_matrix(topology, profile.classes, cfg.penalties)
         self.class_index = {c: i for i, c in enumerate(profile.classes)}
         # The charged cost uses the one cost definition over the charged profile.
-        self._charge_instance = Instance(topology, profile.classes, profile.charge,
-                                         self.penalty, ())
+        self._charge_instance = Instance(
+            topology, profile.classes, profile.charge, self.penalty, ()
+        )
         self._base_instance = Instance(topology, profile.classes, profile.rank, self.penalty, ())
         self.trace = tuple(sorted(trace, key=lambda j: j.submit_time))  # stable
         for i, j in enumerate(self.trace):
             if j.num_gpus > n:
-                raise InputError(f"trace[{i}].num_gpus", j.num_gpus,
-                                 f"exceeds the cluster's {n} GPUs")
+                raise InputError(
+                    f"trace[{i}].num_gpus", j.num_gpus, f"exceeds the cluster's {n} GPUs"
+                )
         self.jobs = JobTable(self.trace, self.class_index)
         self._n_extra = 0
         self.time = 0.0
@@ -308,7 +327,7 @@ class Simulator:
     def _add_extra(self) -> None:
         count = self._n_extra + max(len(self.trace), 1)
         new = extra_jobs(self.trace, count, self.config.extra_rate, self.config.extra_seed)
-        self.jobs.extend(new[self._n_extra:])
+        self.jobs.extend(new[self._n_extra :])
         self._n_extra = count
 
     def _job(self, j: int) -> Job:
@@ -380,8 +399,9 @@ class Simulator:
             order = order[: int(np.searchsorted(demand, self.topology.n_gpus, side="right")) + 1]
         queue = tuple(self._job(j) for j in order.tolist())
         instance = self._base_instance.replace_queue(queue)
-        result = self.solver.solve(instance, time_limit=self.config.time_limit,
-                                   seed=self.config.seed + self.round)
+        result = self.solver.solve(
+            instance, time_limit=self.config.time_limit, seed=self.config.seed + self.round
+        )
         if self.config.check:
             assert_feasible(instance, result.assignment())
         if self.config.backfill:
@@ -395,17 +415,27 @@ class Simulator:
         for p in placements:
             used[list(p.gpus)] = True
         pos = {p.job_id: i for i, p in enumerate(placements)}
-        pending = [j for j, p in zip(instance.queue, placements, strict=True)
-                   if not p.placed and not j.is_running]
+        pending = [
+            j
+            for j, p in zip(instance.queue, placements, strict=True)
+            if not p.placed and not j.is_running
+        ]
         while len(pending) > 1:
             free = int((~used).sum())
             pending = [j for j in pending[1:] if j.num_gpus <= free]  # drop the blocked head
             if not pending:
                 break
-            sub = Instance(instance.topology, instance.classes, instance.slowdown,
-                           instance.penalty, tuple(pending), used)
-            res = self.solver.solve(sub, time_limit=self.config.time_limit,
-                                    seed=self.config.seed + self.round)
+            sub = Instance(
+                instance.topology,
+                instance.classes,
+                instance.slowdown,
+                instance.penalty,
+                tuple(pending),
+                used,
+            )
+            res = self.solver.solve(
+                sub, time_limit=self.config.time_limit, seed=self.config.seed + self.round
+            )
             if self.config.check:
                 assert_feasible(sub, res.assignment())
             for p in res.placements:
@@ -413,9 +443,16 @@ class Simulator:
                     placements[pos[p.job_id]] = p
                     used[list(p.gpus)] = True
             pending = [j for j, p in zip(sub.queue, res.placements, strict=True) if not p.placed]
-        return PlacementResult(tuple(placements), result.solver, result.status,
-                               result.objective, sum(p.placed for p in placements),
-                               result.wall_time, result.bound, result.settings)
+        return PlacementResult(
+            tuple(placements),
+            result.solver,
+            result.status,
+            result.objective,
+            sum(p.placed for p in placements),
+            result.wall_time,
+            result.bound,
+            result.settings,
+        )
 
     def _apply(self, order: np.ndarray, result: PlacementResult) -> tuple[int, int, int]:
         jt, cfg = self.jobs, self.config
@@ -434,8 +471,10 @@ class Simulator:
             new = tuple(sorted(p.gpus))
             if new:
                 if len(new) != jt.num_gpus[j] or (owner[list(new)] >= 0).any():
-                    raise PaloptError(f"solver {self.solver_name} gave job {p.job_id} GPUs "
-                                      f"{new}: wrong count or shared with another job")
+                    raise PaloptError(
+                        f"solver {self.solver_name} gave job {p.job_id} GPUs "
+                        f"{new}: wrong count or shared with another job"
+                    )
                 owner[list(new)] = j
             old = jt.gpus[j]
             if new == old:
@@ -481,8 +520,13 @@ class Simulator:
         key = tuple(order.tolist())
         solved, solve_time = False, 0.0
         started = preempted = migrated = 0
-        if order.size and (self._dirty or completed or arrived or key != self._last_order
-                           or not (cfg.shortcuts and self.reusable)):
+        if order.size and (
+            self._dirty
+            or completed
+            or arrived
+            or key != self._last_order
+            or not (cfg.shortcuts and self.reusable)
+        ):
             t0 = _time.perf_counter()
             result = self._solve(order)
             solve_time = _time.perf_counter() - t0
@@ -492,16 +536,28 @@ class Simulator:
         self._last_order = key
         running = int((jt.status == RUNNING).sum())
         waiting = len(self.active) - running
-        record = RoundRecord(self.round, self.time, int(jt.num_gpus[jt.status == RUNNING].sum()),
-                             running, waiting, arrived, started, completed, preempted, migrated,
-                             solved, solve_time)
+        record = RoundRecord(
+            self.round,
+            self.time,
+            int(jt.num_gpus[jt.status == RUNNING].sum()),
+            running,
+            waiting,
+            arrived,
+            started,
+            completed,
+            preempted,
+            migrated,
+            solved,
+            solve_time,
+        )
         self.rounds.append(record)
         if running == 0 and waiting and self._next_arrival >= len(jt) and not cfg.extra_jobs:
             self._idle_rounds += 1
             if self._idle_rounds > cfg.max_idle_rounds:
                 raise SimulationStalled(
                     f"no job can be placed for {cfg.max_idle_rounds} rounds at t={self.time:g}s "
-                    f"({waiting} waiting, solver {self.solver_name})")
+                    f"({waiting} waiting, solver {self.solver_name})"
+                )
         else:
             self._idle_rounds = 0
         self.round += 1
@@ -519,8 +575,14 @@ class Simulator:
         sums as :meth:`step`), and each skipped round gets its record.
         """
         cfg, jt, R = self.config, self.jobs, self.config.round_s
-        if (self._dirty or not cfg.shortcuts or not self.reusable or not self.rounds
-                or not getattr(self.policy, "static", False) or not self.active):
+        if (
+            self._dirty
+            or not cfg.shortcuts
+            or not self.reusable
+            or not self.rounds
+            or not getattr(self.policy, "static", False)
+            or not self.active
+        ):
             return
         run = np.flatnonzero(jt.status == RUNNING)
         if len(run) == 0 or jt.lost_s[run].any():
@@ -544,8 +606,22 @@ class Simulator:
         jt.waited_s[jt.status == WAITING] += R * skip
         last = self.rounds[-1]
         for k in range(skip):
-            self.rounds.append(RoundRecord(self.round + k, self.time + k * R, last.busy_gpus,
-                                           last.running, last.waiting, 0, 0, 0, 0, 0, False, 0.0))
+            self.rounds.append(
+                RoundRecord(
+                    self.round + k,
+                    self.time + k * R,
+                    last.busy_gpus,
+                    last.running,
+                    last.waiting,
+                    0,
+                    0,
+                    0,
+                    0,
+                    0,
+                    False,
+                    0.0,
+                )
+            )
         self.round += skip
         self.time += skip * R
 
@@ -577,13 +653,25 @@ class Simulator:
 
     def result(self) -> SimResult:
         """The simulation so far as a :class:`SimResult`."""
-        return SimResult(self.jobs, tuple(self.rounds), self.topology.n_gpus, self.solver_name,
-                         self.policy.name, self.config, _time.perf_counter() - self._started)
+        return SimResult(
+            self.jobs,
+            tuple(self.rounds),
+            self.topology.n_gpus,
+            self.solver_name,
+            self.policy.name,
+            self.config,
+            _time.perf_counter() - self._started,
+        )
 
 
-def simulate(topology: Topology, profile: ClusterProfile, trace: Sequence[TraceJob],
-             solver: str | Solver = "pal", policy: str | SchedulingPolicy = "fifo",
-             config: SimConfig | None = None) -> SimResult:
+def simulate(
+    topology: Topology,
+    profile: ClusterProfile,
+    trace: Sequence[TraceJob],
+    solver: str | Solver = "pal",
+    policy: str | SchedulingPolicy = "fifo",
+    config: SimConfig | None = None,
+) -> SimResult:
     """Run a whole simulation (see :class:`Simulator`).
 
     Returns

@@ -43,8 +43,14 @@ __all__ = [
     "plot_normalised",
 ]
 
-FIG10_PLACEMENTS = ("packed-sticky", "packed-nonsticky", "random-sticky", "random-nonsticky",
-                    "pmfirst", "pal")
+FIG10_PLACEMENTS = (
+    "packed-sticky",
+    "packed-nonsticky",
+    "random-sticky",
+    "random-nonsticky",
+    "pmfirst",
+    "pal",
+)
 BASELINES = ("packed-sticky", "packed-nonsticky")
 
 #: Parameters of :func:`simulate_cell` and their defaults (the artifact's Sia-Philly setting).
@@ -88,8 +94,7 @@ def _trace(path: str) -> tuple[TraceJob, ...]:
     return load_trace(path)
 
 
-def _cell_trace(cell: Mapping[str, Any], data: Path | None, n_gpus: int
-                ) -> tuple[TraceJob, ...]:
+def _cell_trace(cell: Mapping[str, Any], data: Path | None, n_gpus: int) -> tuple[TraceJob, ...]:
     if cell["trace"] is not None:
         return _trace(str(cell["trace"]))
     if data is None:
@@ -100,14 +105,22 @@ def _cell_trace(cell: Mapping[str, Any], data: Path | None, n_gpus: int
         raise InputError("trace", None, "a cell needs 'trace', 'workload' or 'load'")
     if cell["gpu_dist"] == "traces":
         sizes, probs = gpu_count_distribution(
-            [_trace(str(data / "traces" / f"sia-philly-workload-{w}.csv")) for w in range(1, 9)])
+            [_trace(str(data / "traces" / f"sia-philly-workload-{w}.csv")) for w in range(1, 9)]
+        )
     elif cell["gpu_dist"] == "synergy":
         sizes, probs = SYNERGY_GPU_COUNTS
     else:
         raise InputError("gpu_dist", cell["gpu_dist"], "must be 'synergy' or 'traces'")
     n = int(cell["n_jobs"])
-    return synthetic_trace(3 * n, float(cell["load"]), int(cell["seed"]), sizes, probs,
-                           max_gpus=n_gpus, tracked=(n, 2 * n))
+    return synthetic_trace(
+        3 * n,
+        float(cell["load"]),
+        int(cell["seed"]),
+        sizes,
+        probs,
+        max_gpus=n_gpus,
+        tracked=(n, 2 * n),
+    )
 
 
 def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -123,8 +136,11 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
     """
     unknown = sorted(set(params) - set(CELL_KEYS))
     if unknown:
-        raise InputError(f"cell.{unknown[0]}", params[unknown[0]],
-                         f"unknown parameter; known: {', '.join(CELL_KEYS)}")
+        raise InputError(
+            f"cell.{unknown[0]}",
+            params[unknown[0]],
+            f"unknown parameter; known: {', '.join(CELL_KEYS)}",
+        )
     cell = {**CELL_KEYS, **params}
     data = Path(cell["data"]) if cell["data"] is not None else None
     if cell["profile"] is None and data is None:
@@ -133,51 +149,85 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
     topo, profile = _cluster(profile_path, str(cell["cluster"]), int(cell["seed"]))
     if cell["fixed_charge"]:
         profile = profile.fixed()
-    config = SimConfig(round_s=float(cell["round"]), penalties=cell["locality_penalty"],
-                       completion=str(cell["completion"]),
-                       restart_cost_s=float(cell["restart_cost"]), backfill=bool(cell["backfill"]),
-                       extra_jobs=bool(cell["extra_jobs"]), seed=int(cell["seed"]))
-    res = simulate(topo, profile, _cell_trace(cell, data, topo.n_gpus), str(cell["placement"]),
-                   str(cell["scheduler"]), config)
+    config = SimConfig(
+        round_s=float(cell["round"]),
+        penalties=cell["locality_penalty"],
+        completion=str(cell["completion"]),
+        restart_cost_s=float(cell["restart_cost"]),
+        backfill=bool(cell["backfill"]),
+        extra_jobs=bool(cell["extra_jobs"]),
+        seed=int(cell["seed"]),
+    )
+    res = simulate(
+        topo,
+        profile,
+        _cell_trace(cell, data, topo.n_gpus),
+        str(cell["placement"]),
+        str(cell["scheduler"]),
+        config,
+    )
     out = summary(res)
     out.pop("solver")
     out.pop("policy")
     return out
 
 
-def fig10_sweep(data: str | Path, out: Path, workloads: Iterable[int] = range(1, 9),
-                placements: Sequence[str] = FIG10_PLACEMENTS,
-                **options: Any) -> SweepSpec:
+def fig10_sweep(
+    data: str | Path,
+    out: Path,
+    workloads: Iterable[int] = range(1, 9),
+    placements: Sequence[str] = FIG10_PLACEMENTS,
+    **options: Any,
+) -> SweepSpec:
     """Fig 10: Sia-Philly workloads, FIFO, P = 1.7, 64 GPUs, R = 360 s (``options``: other
     :data:`CELL_KEYS`, e.g. the realistic-model settings)."""
-    return SweepSpec({"workload": tuple(workloads), "placement": tuple(placements)},
-                     {"data": str(data), **options}, out)
+    return SweepSpec(
+        {"workload": tuple(workloads), "placement": tuple(placements)},
+        {"data": str(data), **options},
+        out,
+    )
 
 
-def fig12_sweep(data: str | Path, out: Path,
-                penalties: Sequence[float] = (1.0, 1.5, 2.0, 2.5, 3.0),
-                placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst",
-                                             "pal"),
-                **options: Any) -> SweepSpec:
+def fig12_sweep(
+    data: str | Path,
+    out: Path,
+    penalties: Sequence[float] = (1.0, 1.5, 2.0, 2.5, 3.0),
+    placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst", "pal"),
+    **options: Any,
+) -> SweepSpec:
     """Fig 12: workload 6 with the locality penalty swept (placement and charge alike)."""
-    return SweepSpec({"locality_penalty": tuple(float(p) for p in penalties),
-                      "placement": tuple(placements)},
-                     {"data": str(data), "workload": 6, **options}, out)
+    return SweepSpec(
+        {"locality_penalty": tuple(float(p) for p in penalties), "placement": tuple(placements)},
+        {"data": str(data), "workload": 6, **options},
+        out,
+    )
 
 
-def fig13_sweep(data: str | Path, out: Path, loads: Sequence[float] = (8.0, 10.0, 12.0, 14.0),
-                schedulers: Sequence[str] = ("fifo", "las", "srtf"),
-                placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst",
-                                             "pal"),
-                seeds: Sequence[int] = (0,), **options: Any) -> SweepSpec:
+def fig13_sweep(
+    data: str | Path,
+    out: Path,
+    loads: Sequence[float] = (8.0, 10.0, 12.0, 14.0),
+    schedulers: Sequence[str] = ("fifo", "las", "srtf"),
+    placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst", "pal"),
+    seeds: Sequence[int] = (0,),
+    **options: Any,
+) -> SweepSpec:
     """Fig 13/15/16: 256 GPUs (64 x 4), synthetic class-A trace, R = 300 s, P = 1.7."""
-    return SweepSpec({"scheduler": tuple(schedulers), "load": tuple(float(x) for x in loads),
-                      "seed": tuple(seeds), "placement": tuple(placements)},
-                     {"data": str(data), "cluster": "64x4", "round": 300.0, **options}, out)
+    return SweepSpec(
+        {
+            "scheduler": tuple(schedulers),
+            "load": tuple(float(x) for x in loads),
+            "seed": tuple(seeds),
+            "placement": tuple(placements),
+        },
+        {"data": str(data), "cluster": "64x4", "round": 300.0, **options},
+        out,
+    )
 
 
-def improvement_table(rows: Sequence[dict[str, Any]], by: str,
-                      baselines: Sequence[str] = BASELINES) -> tuple[pd.DataFrame, pd.DataFrame]:
+def improvement_table(
+    rows: Sequence[dict[str, Any]], by: str, baselines: Sequence[str] = BASELINES
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Average JCT per ``by`` value and placement, and improvements over each baseline.
 
     Returns
@@ -200,10 +250,15 @@ def improvement_table(rows: Sequence[dict[str, Any]], by: str,
             if p == base:
                 continue
             ratio = norm[p].to_numpy(dtype=np.float64)
-            out.append({"baseline": base, "placement": p,
-                        "geomean_gain": 1.0 - float(np.exp(np.log(ratio).mean())),
-                        "min_gain": 1.0 - float(ratio.max()),
-                        "max_gain": 1.0 - float(ratio.min())})
+            out.append(
+                {
+                    "baseline": base,
+                    "placement": p,
+                    "geomean_gain": 1.0 - float(np.exp(np.log(ratio).mean())),
+                    "min_gain": 1.0 - float(ratio.max()),
+                    "max_gain": 1.0 - float(ratio.min()),
+                }
+            )
     return jct, pd.DataFrame(out)
 
 
@@ -213,13 +268,18 @@ def format_tables(jct: pd.DataFrame, gains: pd.DataFrame, by: str) -> str:
     lines = [f"Average JCT (hours) by {by}", jct.to_string(float_format=lambda v: f"{v:.3f}"), ""]
     for base in gains["baseline"].unique():
         gain = 1.0 - jct.drop(columns=base).div(jct[base], axis=0)
-        lines += [f"Improvement over {base} by {by} (1 - JCT / JCT_{base})",
-                  gain.to_string(float_format=lambda v: f"{100 * v:.1f}%"), ""]
+        lines += [
+            f"Improvement over {base} by {by} (1 - JCT / JCT_{base})",
+            gain.to_string(float_format=lambda v: f"{100 * v:.1f}%"),
+            "",
+        ]
     for base, part in gains.groupby("baseline", sort=False):
         lines.append(f"Improvement over {base}: geomean (min .. max)")
         for _, r in part.iterrows():
-            lines.append(f"  {r['placement']:<18} {100 * r['geomean_gain']:6.1f}%  "
-                         f"({100 * r['min_gain']:.1f}% .. {100 * r['max_gain']:.1f}%)")
+            lines.append(
+                f"  {r['placement']:<18} {100 * r['geomean_gain']:6.1f}%  "
+                f"({100 * r['min_gain']:.1f}% .. {100 * r['max_gain']:.1f}%)"
+            )
     return "\n".join(lines)
 
 
@@ -249,4 +309,3 @@ def plot_normalised(jct: pd.DataFrame, base: str, path: Path, title: str) -> Pat
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
-

@@ -60,23 +60,25 @@ def summary(res: SimResult) -> dict[str, Any]:
 def job_table(res: SimResult) -> pd.DataFrame:
     """One row per job that arrived (extra jobs included, marked ``tracked=False``)."""
     jt = res.jobs
-    return pd.DataFrame({
-        "job_id": [j.id for j in jt.jobs],
-        "model": [j.model for j in jt.jobs],
-        "class": [j.job_class for j in jt.jobs],
-        "num_gpus": jt.num_gpus,
-        "tracked": jt.tracked,
-        "submit_s": jt.submit,
-        "first_start_s": jt.first_start,
-        "finish_s": jt.finish,
-        "jct_s": jt.finish - jt.submit,
-        "queueing_delay_s": jt.first_start - jt.submit,
-        "iterations": jt.iters_total,
-        "iterations_done": np.minimum(jt.iters_done, jt.iters_total),
-        "attained_s": jt.attained_s,
-        "preemptions": jt.preemptions,
-        "migrations": jt.migrations,
-    })[jt.status > 0].reset_index(drop=True)
+    return pd.DataFrame(
+        {
+            "job_id": [j.id for j in jt.jobs],
+            "model": [j.model for j in jt.jobs],
+            "class": [j.job_class for j in jt.jobs],
+            "num_gpus": jt.num_gpus,
+            "tracked": jt.tracked,
+            "submit_s": jt.submit,
+            "first_start_s": jt.first_start,
+            "finish_s": jt.finish,
+            "jct_s": jt.finish - jt.submit,
+            "queueing_delay_s": jt.first_start - jt.submit,
+            "iterations": jt.iters_total,
+            "iterations_done": np.minimum(jt.iters_done, jt.iters_total),
+            "attained_s": jt.attained_s,
+            "preemptions": jt.preemptions,
+            "migrations": jt.migrations,
+        }
+    )[jt.status > 0].reset_index(drop=True)
 
 
 def round_table(res: SimResult) -> pd.DataFrame:
@@ -86,15 +88,18 @@ def round_table(res: SimResult) -> pd.DataFrame:
 
 def format_summary(s: dict[str, Any]) -> str:
     """The summary as aligned text lines."""
-    return "\n".join([
-        f"placement {s['solver']}, scheduler {s['policy']}: {s['jobs']} tracked jobs, "
-        f"{s['rounds']} rounds of {s['round_s']:g} s, simulated in {s['wall_time_s']:.2f} s",
-        f"  JCT (h): avg {s['avg_jct_h']:.3f}  median {s['median_jct_h']:.3f}  "
-        f"p99 {s['p99_jct_h']:.3f}",
-        f"  makespan {s['makespan_h']:.2f} h, GPU utilisation {100 * s['gpu_utilisation']:.1f}%, "
-        f"avg queueing delay {s['avg_queueing_delay_h']:.3f} h",
-        f"  preemptions {s['preemptions']}, migrations {s['migrations']}",
-    ])
+    return "\n".join(
+        [
+            f"placement {s['solver']}, scheduler {s['policy']}: {s['jobs']} tracked jobs, "
+            f"{s['rounds']} rounds of {s['round_s']:g} s, simulated in {s['wall_time_s']:.2f} s",
+            f"  JCT (h): avg {s['avg_jct_h']:.3f}  median {s['median_jct_h']:.3f}  "
+            f"p99 {s['p99_jct_h']:.3f}",
+            f"  makespan {s['makespan_h']:.2f} h, "
+            f"GPU utilisation {100 * s['gpu_utilisation']:.1f}%, "
+            f"avg queueing delay {s['avg_queueing_delay_h']:.3f} h",
+            f"  preemptions {s['preemptions']}, migrations {s['migrations']}",
+        ]
+    )
 
 
 def plot_run(res: SimResult, out_dir: Path) -> list[Path]:
@@ -134,8 +139,9 @@ def plot_run(res: SimResult, out_dir: Path) -> list[Path]:
     return paths
 
 
-def write_outputs(res: SimResult, out_dir: str | Path, plots: bool = True,
-                  meta: dict[str, Any] | None = None) -> dict[str, Any]:
+def write_outputs(
+    res: SimResult, out_dir: str | Path, plots: bool = True, meta: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """Write ``jobs.csv``, ``rounds.csv``, ``summary.json`` and the plots; return the summary."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

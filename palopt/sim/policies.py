@@ -103,12 +103,14 @@ class Tiresias:
     name = "tiresias"
     static = False
 
-    def __init__(self, thresholds: Sequence[float] = (3600.0, 36000.0),
-                 promote_knob: float | None = None) -> None:
+    def __init__(
+        self, thresholds: Sequence[float] = (3600.0, 36000.0), promote_knob: float | None = None
+    ) -> None:
         th = np.asarray(thresholds, dtype=np.float64)
         if th.ndim != 1 or (np.diff(th) <= 0).any() or (th <= 0).any():
-            raise InputError("tiresias.thresholds", list(thresholds),
-                             "must be positive and strictly ascending")
+            raise InputError(
+                "tiresias.thresholds", list(thresholds), "must be positive and strictly ascending"
+            )
         if promote_knob is not None and promote_knob <= 0:
             raise InputError("tiresias.promote_knob", promote_knob, "must be positive")
         self.thresholds = th

@@ -49,16 +49,18 @@ class ClusterProfile:
         """
         n = self.rank.shape[1]
         if n % gpus_per_server or n_gpus % gpus_per_server:
-            raise InputError("profile", (n, n_gpus),
-                             f"GPU counts must be multiples of {gpus_per_server}")
+            raise InputError(
+                "profile", (n, n_gpus), f"GPU counts must be multiples of {gpus_per_server}"
+            )
         rng = np.random.default_rng(seed)
         servers = rng.integers(0, n // gpus_per_server, n_gpus // gpus_per_server)
         idx = (servers[:, None] * gpus_per_server + np.arange(gpus_per_server)).ravel()
         return ClusterProfile(self.classes, self.rank[:, idx], self.charge[:, idx])
 
 
-def load_profile(path: str | Path, topology: Topology, seed: int = 0,
-                 binning: str = "kmeans") -> ClusterProfile:
+def load_profile(
+    path: str | Path, topology: Topology, seed: int = 0, binning: str = "kmeans"
+) -> ClusterProfile:
     """Load a cluster profile.
 
     Two forms:
@@ -88,12 +90,13 @@ def load_profile(path: str | Path, topology: Topology, seed: int = 0,
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
         raise InputError("profile", str(path), f"not a readable CSV file: {exc}") from None
-    classes = tuple(c[len("PerfVar_"):] for c in df.columns if c.startswith("PerfVar_"))
+    classes = tuple(c[len("PerfVar_") :] for c in df.columns if c.startswith("PerfVar_"))
     if not classes:
         raise InputError("profile.columns", list(df.columns), "no PerfVar_<class> column")
     if len(df) != topology.n_gpus:
-        raise InputError("profile", len(df),
-                         f"has {len(df)} GPU rows, the cluster has {topology.n_gpus} GPUs")
+        raise InputError(
+            "profile", len(df), f"has {len(df)} GPU rows, the cluster has {topology.n_gpus} GPUs"
+        )
     if "GPU_ID" in df.columns:
         df = df.sort_values("GPU_ID", kind="stable")
     charge = df[[f"PerfVar_{c}" for c in classes]].to_numpy(dtype=np.float64).T
@@ -103,13 +106,17 @@ def load_profile(path: str | Path, topology: Topology, seed: int = 0,
         bad = ~np.isfinite(arr) | (arr <= 0)
         if bad.any():
             c, g = np.argwhere(bad)[0]
-            raise InputError(f"profile.{name}_{classes[c]}[{g}]", float(arr[c, g]),
-                             "must be a finite positive number")
+            raise InputError(
+                f"profile.{name}_{classes[c]}[{g}]",
+                float(arr[c, g]),
+                "must be a finite positive number",
+            )
     return ClusterProfile(classes, rank, charge)
 
 
-def correlated_profile(n_gpus: int, classes: tuple[str, ...], sigma: float | tuple[float, ...],
-                       rho: float, seed: int) -> ClusterProfile:
+def correlated_profile(
+    n_gpus: int, classes: tuple[str, ...], sigma: float | tuple[float, ...], rho: float, seed: int
+) -> ClusterProfile:
     """A synthetic profile whose per-GPU slowdowns are correlated across classes.
 
     ``slowdown[c, g] = exp(sigma_c * (rho * z_g + sqrt(1 - rho**2) * e_cg))`` with ``z`` (the

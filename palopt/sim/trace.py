@@ -103,11 +103,13 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
         raise InputError("trace", str(path), f"not a readable CSV file: {exc}") from None
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
-        raise InputError("trace.columns", list(df.columns),
-                         f"missing column(s) {', '.join(missing)}")
+        raise InputError(
+            "trace.columns", list(df.columns), f"missing column(s) {', '.join(missing)}"
+        )
     jobs = []
     for i, (jid, n, submit, dur, model) in enumerate(
-            zip(*(df[c].tolist() for c in REQUIRED_COLUMNS), strict=True)):
+        zip(*(df[c].tolist() for c in REQUIRED_COLUMNS), strict=True)
+    ):
         where = f"trace[{i}]"
         spec = workloads.get(model, f"{where}.model")
         if not isinstance(n, (int, np.integer)) or n < 1:
@@ -116,15 +118,25 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
             raise InputError(f"{where}.duration", dur, "must be a positive number of iterations")
         if not (isinstance(submit, (int, float)) and math.isfinite(submit) and submit >= 0):
             raise InputError(f"{where}.submit_time", submit, "must be a non-negative number")
-        jobs.append(TraceJob(str(jid), int(n), float(submit), float(dur), str(model),
-                             spec.job_class, spec.base_iter_time))
+        jobs.append(
+            TraceJob(
+                str(jid),
+                int(n),
+                float(submit),
+                float(dur),
+                str(model),
+                spec.job_class,
+                spec.base_iter_time,
+            )
+        )
     if len({j.id for j in jobs}) != len(jobs):
         raise InputError("trace.job_id", str(path), "job ids must be unique")
     return tuple(sorted(jobs, key=lambda j: j.submit_time))
 
 
-def extra_jobs(trace: Sequence[TraceJob], count: int, rate_per_hour: float = 2.0,
-               seed: int = 1) -> tuple[TraceJob, ...]:
+def extra_jobs(
+    trace: Sequence[TraceJob], count: int, rate_per_hour: float = 2.0, seed: int = 1
+) -> tuple[TraceJob, ...]:
     """The compat-mode extra jobs: the trace repeated after its last job, untracked.
 
     Job ``k`` repeats ``trace[k % len(trace)]`` and arrives a whole number of seconds
@@ -151,8 +163,7 @@ def extra_jobs(trace: Sequence[TraceJob], count: int, rate_per_hour: float = 2.0
     out = []
     for k in range(count):
         t += math.ceil(-math.log(1.0 - rng.random()) / rate_per_hour * 3600.0)
-        out.append(replace(trace[k % len(trace)], id=f"x{k}", submit_time=float(t),
-                           tracked=False))
+        out.append(replace(trace[k % len(trace)], id=f"x{k}", submit_time=float(t), tracked=False))
     return tuple(out)
 
 
@@ -168,10 +179,16 @@ def gpu_count_distribution(traces: Sequence[Sequence[TraceJob]]) -> tuple[np.nda
 SYNERGY_GPU_COUNTS = (np.array([1, 2, 4, 8]), np.array([0.70, 0.10, 0.15, 0.05]))
 
 
-def synthetic_trace(n_jobs: int, load_per_hour: float, seed: int,
-                    sizes: np.ndarray, probs: np.ndarray, job_class: str = "classA",
-                    max_gpus: int | None = None,
-                    tracked: tuple[int, int] | None = None) -> tuple[TraceJob, ...]:
+def synthetic_trace(
+    n_jobs: int,
+    load_per_hour: float,
+    seed: int,
+    sizes: np.ndarray,
+    probs: np.ndarray,
+    job_class: str = "classA",
+    max_gpus: int | None = None,
+    tracked: tuple[int, int] | None = None,
+) -> tuple[TraceJob, ...]:
     """The paper's Fig 13 workload (Synergy-style), seeded.
 
     Poisson arrivals at ``load_per_hour``; GPU counts drawn from ``(sizes, probs)`` (capped to
@@ -188,8 +205,9 @@ def synthetic_trace(n_jobs: int, load_per_hour: float, seed: int,
     (3, 'classA', 1.0)
     """
     if n_jobs < 1 or load_per_hour <= 0:
-        raise InputError("synthetic_trace", (n_jobs, load_per_hour),
-                         "need at least one job and a positive load")
+        raise InputError(
+            "synthetic_trace", (n_jobs, load_per_hour), "need at least one job and a positive load"
+        )
     rng = np.random.default_rng(seed)
     gaps = rng.exponential(3600.0 / load_per_hour, n_jobs)
     submit = np.cumsum(gaps) - gaps[0]
@@ -198,7 +216,18 @@ def synthetic_trace(n_jobs: int, load_per_hour: float, seed: int,
         n = np.minimum(n, max_gpus)
     long = rng.random(n_jobs) < 0.2
     expo = np.where(long, rng.uniform(3.0, 4.0, n_jobs), rng.uniform(1.5, 3.0, n_jobs))
-    seconds = np.round(60.0 * 10.0 ** expo)
+    seconds = np.round(60.0 * 10.0**expo)
     lo, hi = tracked if tracked is not None else (0, n_jobs)
-    return tuple(TraceJob(str(i), int(n[i]), float(round(submit[i])), float(seconds[i]),
-                          "synthetic", job_class, 1.0, lo <= i < hi) for i in range(n_jobs))
+    return tuple(
+        TraceJob(
+            str(i),
+            int(n[i]),
+            float(round(submit[i])),
+            float(seconds[i]),
+            "synthetic",
+            job_class,
+            1.0,
+            lo <= i < hi,
+        )
+        for i in range(n_jobs)
+    )

@@ -70,8 +70,9 @@ _SOLVER_MODULES = (
 )
 
 
-def register(name: str, factory: Callable[..., Solver], description: str,
-             requires: Sequence[str] = ()) -> None:
+def register(
+    name: str, factory: Callable[..., Solver], description: str, requires: Sequence[str] = ()
+) -> None:
     """Add a solver to the registry (a module-level call in the solver's module)."""
     _REGISTRY[name] = SolverInfo(name, factory, description, tuple(requires))
 
@@ -136,8 +137,14 @@ def get_solver(name: str, **config: Any) -> Solver:
     return info.factory(**config)
 
 
-def solve(instance: Instance, solver: str = "pal", *, time_limit: float | None = None,
-          seed: int | None = None, **config: Any) -> PlacementResult:
+def solve(
+    instance: Instance,
+    solver: str = "pal",
+    *,
+    time_limit: float | None = None,
+    seed: int | None = None,
+    **config: Any,
+) -> PlacementResult:
     """Place ``instance``'s queue with the named solver: a pure function, no I/O.
 
     Parameters
@@ -191,8 +198,12 @@ def build_result(
         ``time.perf_counter()`` when the solve began.
     """
     positions = range(len(instance.queue))
-    placements = job_placements(instance, instance.queue, [chosen.get(i) for i in positions],
-                                [reasons.get(i) for i in positions])
+    placements = job_placements(
+        instance,
+        instance.queue,
+        [chosen.get(i) for i in positions],
+        [reasons.get(i) for i in positions],
+    )
     total = 0.0
     for job, p in zip(instance.queue, placements, strict=True):
         if p.cost is not None:

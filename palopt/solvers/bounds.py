@@ -36,8 +36,9 @@ def single_gpu_costs(rnd: Round) -> tuple[list[int], np.ndarray, np.ndarray]:
     inst = rnd.instance
     gpus = np.flatnonzero(rnd.free)
     groups = rnd.single_groups()
-    cost = np.array([w * inst.slowdown[c, gpus] * inst.penalty[c, 0] for c, w in groups],
-                    dtype=np.float64).reshape(len(groups), len(gpus))
+    cost = np.array(
+        [w * inst.slowdown[c, gpus] * inst.penalty[c, 0] for c, w in groups], dtype=np.float64
+    ).reshape(len(groups), len(gpus))
     return [len(v) for v in groups.values()], gpus, cost
 
 

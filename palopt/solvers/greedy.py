@@ -32,8 +32,9 @@ __all__ = ["GreedySolver", "GreedyPlacer", "greedy_assignment", "dense_groups", 
 
 def dense_groups(instance: Instance) -> list[np.ndarray]:
     """Per tier, each GPU's group as a dense id ``0..n_groups-1`` (ascending with the raw id)."""
-    return [np.unique(row, return_inverse=True)[1].astype(np.int64)
-            for row in instance.topology.groups]
+    return [
+        np.unique(row, return_inverse=True)[1].astype(np.int64) for row in instance.topology.groups
+    ]
 
 
 def round_cost(instance: Instance, chosen: dict[int, np.ndarray]) -> float:
@@ -43,8 +44,9 @@ def round_cost(instance: Instance, chosen: dict[int, np.ndarray]) -> float:
         job = instance.queue[pos]
         c = instance.class_index[job.job_class]
         t = instance.topology.tier_index(gpus)
-        total += job.weight * float(instance.slowdown[c, gpus].max()) * float(
-            instance.penalty[c, t])
+        total += (
+            job.weight * float(instance.slowdown[c, gpus].max()) * float(instance.penalty[c, t])
+        )
     return total
 
 
@@ -95,11 +97,12 @@ class GreedyPlacer:
             cost = float(kth[i] * pen[t])
             if cost < best_cost:
                 best_cost = cost
-                best_gpus = avail[perm[ar[ok[i]:ok[i] + k]]]
+                best_gpus = avail[perm[ar[ok[i] : ok[i] + k]]]
         return best_cost, best_gpus
 
-    def place(self, order: list[int], free: np.ndarray | None = None
-              ) -> tuple[float, dict[int, np.ndarray]]:
+    def place(
+        self, order: list[int], free: np.ndarray | None = None
+    ) -> tuple[float, dict[int, np.ndarray]]:
         """One greedy pass over positions in ``order`` on ``free`` (default: the round's free
         GPUs): (total weighted cost, placement)."""
         free = (self.rnd.free if free is None else free).copy()
@@ -114,8 +117,9 @@ class GreedyPlacer:
             total += job.weight * cost
         return total, chosen
 
-    def place_singles(self, free: np.ndarray, positions: list[int]
-                      ) -> tuple[float, dict[int, np.ndarray]] | None:
+    def place_singles(
+        self, free: np.ndarray, positions: list[int]
+    ) -> tuple[float, dict[int, np.ndarray]] | None:
         """1-GPU jobs at ``positions`` assigned optimally to ``free`` (a transportation problem);
         ``None`` without ``highspy``."""
         inst = self.inst
@@ -123,8 +127,9 @@ class GreedyPlacer:
         for p in positions:
             groups.setdefault((int(self.cls[p]), float(inst.queue[p].weight)), []).append(p)
         gpus = np.flatnonzero(free)
-        cost = np.array([w * inst.slowdown[c, gpus] * inst.penalty[c, 0] for c, w in groups],
-                        dtype=np.float64).reshape(len(groups), len(gpus))
+        cost = np.array(
+            [w * inst.slowdown[c, gpus] * inst.penalty[c, 0] for c, w in groups], dtype=np.float64
+        ).reshape(len(groups), len(gpus))
         value, x = transport([len(v) for v in groups.values()], cost)
         if x is None:
             return None
@@ -134,8 +139,9 @@ class GreedyPlacer:
                 chosen[p] = np.array([g], dtype=np.int64)
         return value, chosen
 
-    def place_split(self, order: list[int], free: np.ndarray | None = None
-                    ) -> tuple[float, dict[int, np.ndarray]]:
+    def place_split(
+        self, order: list[int], free: np.ndarray | None = None
+    ) -> tuple[float, dict[int, np.ndarray]]:
         """Multi-GPU jobs greedily in ``order``, then the 1-GPU jobs optimally (if ``highspy``
         is installed, else greedily)."""
         q = self.inst.queue
@@ -196,21 +202,26 @@ class GreedySolver:
         self.mode = mode
         self.keep_running = bool(keep_running)
 
-    def solve(self, instance: Instance, *, time_limit: float | None = None,
-              seed: int | None = None) -> PlacementResult:
+    def solve(
+        self, instance: Instance, *, time_limit: float | None = None, seed: int | None = None
+    ) -> PlacementResult:
         """Place the round's jobs; ``time_limit`` and ``seed`` are ignored (deterministic)."""
         started = time.perf_counter()
         rnd = make_round(instance, self.mode, self.keep_running)
         chosen = {**rnd.fixed, **greedy_assignment(rnd)}
         settings: dict[str, Any] = {"mode": self.mode, "keep_running": self.keep_running}
-        return build_result(instance, self.name, chosen, _not_selected(rnd), started,
-                            settings=settings)
+        return build_result(
+            instance, self.name, chosen, _not_selected(rnd), started, settings=settings
+        )
 
 
 def _not_selected(rnd: Round) -> dict[int, str]:
     selected = set(rnd.positions)
-    return {p: "not selected: the round's GPUs are taken by earlier jobs"
-            for p in range(len(rnd.instance.queue)) if p not in selected}
+    return {
+        p: "not selected: the round's GPUs are taken by earlier jobs"
+        for p in range(len(rnd.instance.queue))
+        if p not in selected
+    }
 
 
 def _make(**config: Any) -> GreedySolver:
@@ -221,5 +232,6 @@ def _make(**config: Any) -> GreedySolver:
     return GreedySolver(**config)
 
 
-register("greedy", _make,
-         "Cost-aware greedy: cheapest server/rack/anywhere per job, best of two orders")
+register(
+    "greedy", _make, "Cost-aware greedy: cheapest server/rack/anywhere per job, best of two orders"
+)

@@ -76,8 +76,13 @@ class RoundContext:
 Chooser = Callable[[FreePool, int, int, RoundContext], "np.ndarray | None"]
 
 
-def pal_walk_ranks(values: np.ndarray, first_seen: np.ndarray, within_pen: float,
-                   across_pen: float | None, fixed: bool) -> tuple[Ranks, Ranks]:
+def pal_walk_ranks(
+    values: np.ndarray,
+    first_seen: np.ndarray,
+    within_pen: float,
+    across_pen: float | None,
+    fixed: bool,
+) -> tuple[Ranks, Ranks]:
     """Position of each (level, within) and (level, across) option in PAL's walk.
 
     The options are sorted by expected cost, ``v x within_pen`` and ``v x across_pen``. Ties
@@ -125,16 +130,22 @@ def pal_walk_ranks(values: np.ndarray, first_seen: np.ndarray, within_pen: float
     return tuple(ranks[0]), tuple(ranks[1])
 
 
-def _round_context(pool: FreePool, policy: str, fixed: bool,
-                   rng: np.random.Generator) -> RoundContext:
+def _round_context(
+    pool: FreePool, policy: str, fixed: bool, rng: np.random.Generator
+) -> RoundContext:
     if policy != "pal":
         return RoundContext(rng, fixed)
     inst = pool.instance
     st = inst.topology.server_tier
     has_across = inst.penalty.shape[1] > st + 1
     walk = tuple(
-        pal_walk_ranks(pool.values[c], pool.first_seen[c], float(inst.penalty[c, st]),
-                       float(inst.penalty[c, st + 1]) if has_across else None, fixed)
+        pal_walk_ranks(
+            pool.values[c],
+            pool.first_seen[c],
+            float(inst.penalty[c, st]),
+            float(inst.penalty[c, st + 1]) if has_across else None,
+            fixed,
+        )
         for c in range(len(inst.classes))
     )
     return RoundContext(rng, fixed, walk)
@@ -229,8 +240,9 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
 _MANY_LEVELS = 64
 
 
-def _pal_many_levels(pool: FreePool, c: int, n: int, within: Ranks, limit: int,
-                     best_fit: bool) -> np.ndarray | None:
+def _pal_many_levels(
+    pool: FreePool, c: int, n: int, within: Ranks, limit: int, best_fit: bool
+) -> np.ndarray | None:
     """:func:`choose_pal`'s walk for servers of equal size, by array operations: the first
     level at which some server has ``n`` free GPUs of that level or below is the smallest
     ``n``-th lowest free level over the servers; the walk takes it if its rank is within
@@ -336,8 +348,9 @@ def _too_few(pool: FreePool, job: Job) -> str:
 Placed = tuple[dict[int, np.ndarray], dict[int, str]]
 
 
-def _place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
-                    fixed: bool, class_sort: bool) -> Placed:
+def _place_nonsticky(
+    instance: Instance, policy: str, ctx_rng: np.random.Generator, fixed: bool, class_sort: bool
+) -> Placed:
     """Non-sticky frame; returns queue position -> GPUs and -> reason."""
     pool = FreePool(instance)
     ctx = _round_context(pool, policy, fixed, ctx_rng)
@@ -364,8 +377,9 @@ def _place_nonsticky(instance: Instance, policy: str, ctx_rng: np.random.Generat
     return chosen, reasons
 
 
-def _place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
-                 fixed: bool) -> Placed:
+def _place_sticky(
+    instance: Instance, policy: str, ctx_rng: np.random.Generator, fixed: bool
+) -> Placed:
     """Sticky frame; returns queue position -> GPUs and -> reason."""
     pool = FreePool(instance)
     ctx = _round_context(pool, policy, fixed, ctx_rng)
@@ -376,8 +390,7 @@ def _place_sticky(instance: Instance, policy: str, ctx_rng: np.random.Generator,
     reasons: dict[int, str] = {}
     holders = [pos for pos, job in enumerate(queue) if job.is_running]  # ascending
     if holders:
-        held = np.concatenate([np.asarray(queue[p].current_gpus, dtype=np.int64)
-                               for p in holders])
+        held = np.concatenate([np.asarray(queue[p].current_gpus, dtype=np.int64) for p in holders])
         pool.take(held)
         for p in holders:
             chosen[p] = np.asarray(queue[p].current_gpus, dtype=np.int64)
@@ -440,8 +453,9 @@ class HeuristicSolver:
     'fixed'
     """
 
-    def __init__(self, name: str, policy: str, sticky: bool, class_sort: bool,
-                 variant: str = "artifact") -> None:
+    def __init__(
+        self, name: str, policy: str, sticky: bool, class_sort: bool, variant: str = "artifact"
+    ) -> None:
         if policy not in CHOOSERS:
             raise InputError("policy", policy, f"must be one of {', '.join(CHOOSERS)}")
         if variant not in VARIANTS:
@@ -460,8 +474,9 @@ class HeuristicSolver:
         something). The simulator skips such rounds."""
         return self.policy != "random" or self.sticky
 
-    def solve(self, instance: Instance, *, time_limit: float | None = None,
-              seed: int | None = None) -> PlacementResult:
+    def solve(
+        self, instance: Instance, *, time_limit: float | None = None, seed: int | None = None
+    ) -> PlacementResult:
         """Place the queue. ``time_limit`` is ignored (heuristics take milliseconds)."""
         started = time.perf_counter()
         rng = np.random.default_rng(seed)
@@ -470,8 +485,11 @@ class HeuristicSolver:
             chosen, reasons = _place_sticky(instance, self.policy, rng, fixed)
         else:
             chosen, reasons = _place_nonsticky(instance, self.policy, rng, fixed, self.class_sort)
-        settings: dict[str, Any] = {"policy": self.policy, "sticky": self.sticky,
-                                    "class_sort": self.class_sort}
+        settings: dict[str, Any] = {
+            "policy": self.policy,
+            "sticky": self.sticky,
+            "class_sort": self.class_sort,
+        }
         if self.policy in ("pal", "pmfirst") or self.sticky:
             settings["variant"] = self.variant
         if self.policy == "random":

@@ -112,10 +112,11 @@ class FreePool:
         tot_at = offset + rows * n_levels + self.level
         server_at = offset + n_classes * n_levels + self.server[None, :]
         self._cells = np.ascontiguousarray(np.concatenate([group_of, tot_at, server_at]).T)
-        self._counts = np.bincount(self._cells[self.free].ravel(),
-                                   minlength=offset + n_classes * n_levels + s)
-        self.tot = self._counts[offset:offset + n_classes * n_levels].reshape(n_classes, n_levels)
-        self.server_free = self._counts[offset + n_classes * n_levels:]
+        self._counts = np.bincount(
+            self._cells[self.free].ravel(), minlength=offset + n_classes * n_levels + s
+        )
+        self.tot = self._counts[offset : offset + n_classes * n_levels].reshape(n_classes, n_levels)
+        self.server_free = self._counts[offset + n_classes * n_levels :]
         self.n_free = int(self.free.sum())
         self._taken = n_levels  # the level ``avail`` shows for a GPU that is not free
         # ``avail`` is a view of a GPU-major array: updating a few GPUs then writes whole rows
@@ -127,9 +128,13 @@ class FreePool:
         self._scratch = np.empty(s, dtype=np.int64)  # room for one level's groups
         self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = []
         for c, values in enumerate(self.values):
-            starts = level_start[c * n_levels:c * n_levels + len(values) + 1]
-            self.groups.append([(group_server[lo:hi], self._counts[lo:hi])
-                                for lo, hi in zip(starts[:-1], starts[1:], strict=True)])
+            starts = level_start[c * n_levels : c * n_levels + len(values) + 1]
+            self.groups.append(
+                [
+                    (group_server[lo:hi], self._counts[lo:hi])
+                    for lo, hi in zip(starts[:-1], starts[1:], strict=True)
+                ]
+            )
 
     def take(self, gpus: np.ndarray) -> None:
         """Mark ``gpus`` (free, distinct dense GPU indices) as used, updating every counter."""
@@ -209,12 +214,12 @@ class FreePool:
         if n == 1:
             # The group with the fewest (but some) free GPUs: as unsigned, count - 1 wraps
             # around to the largest value for an empty group.
-            less = np.subtract(row, 1, out=self._scratch[:len(row)])  # (no new array: cheaper)
+            less = np.subtract(row, 1, out=self._scratch[: len(row)])  # (no new array: cheaper)
             s = int(servers[less.view(np.uint64).argmin()])
             lo = self._bounds[s]
             # Its first GPU of level ``top``; list.index beats numpy on a server's few GPUs.
-            g = lo + self.avail[c, lo:self._bounds[s + 1]].tolist().index(top)
-            return self._index[g:g + 1]
+            g = lo + self.avail[c, lo : self._bounds[s + 1]].tolist().index(top)
+            return self._index[g : g + 1]
         parts: list[np.ndarray] = []
         need = n
         if top > 0:

@@ -42,8 +42,9 @@ def new_highs() -> Any:
     return h
 
 
-def transport(counts: list[int], cost: np.ndarray, assign: bool = True
-              ) -> tuple[float, np.ndarray | None]:
+def transport(
+    counts: list[int], cost: np.ndarray, assign: bool = True
+) -> tuple[float, np.ndarray | None]:
     """Minimum cost of sending ``counts[m]`` units from each row to distinct columns.
 
     Parameters
@@ -73,11 +74,12 @@ def transport(counts: list[int], cost: np.ndarray, assign: bool = True
     if not counts or sum(counts) == 0:
         return 0.0, np.zeros((m, n), dtype=bool)
     if m == 1 or not HAVE_HIGHS:
-        value = float(sum(np.partition(row, k - 1)[:k].sum()
-                          for row, k in zip(cost, counts, strict=True)))
+        value = float(
+            sum(np.partition(row, k - 1)[:k].sum() for row, k in zip(cost, counts, strict=True))
+        )
         if m == 1 and assign:
             x = np.zeros((1, n), dtype=bool)
-            x[0, np.argsort(cost[0], kind="stable")[:counts[0]]] = True
+            x[0, np.argsort(cost[0], kind="stable")[: counts[0]]] = True
             return value, x
         return value, None
     import highspy

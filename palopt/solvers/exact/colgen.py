@@ -69,8 +69,7 @@ class ColumnGeneration:
     _mu: np.ndarray
     _p: np.ndarray
 
-    def pattern_rc(self, upper: float) -> dict[tuple[int, int, int], tuple[np.ndarray,
-                                                                          np.ndarray]]:
+    def pattern_rc(self, upper: float) -> dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]]:
         """Least reduced cost of each pattern that may beat ``upper`` (converged runs only).
 
         Returns
@@ -88,8 +87,9 @@ class ColumnGeneration:
         out = {}
         for j, pos in enumerate(self.columns):
             job = inst.queue[pos]
-            _, _, per = self._pricer.price(int(cls[pos]), job.num_gpus, job.weight,
-                                           float(self._mu[j]), self._p, cutoff)
+            _, _, per = self._pricer.price(
+                int(cls[pos]), job.num_gpus, job.weight, float(self._mu[j]), self._p, cutoff
+            )
             for (t, g), v in per.items():
                 out[(pos, t, g)] = v
         return out
@@ -126,10 +126,11 @@ class _Pricer:
             self.cache[key] = out
         return self.cache[key]
 
-    def price(self, c: int, k: int, w: float, mu: float, p: np.ndarray,
-              cutoff: float | None = None
-              ) -> tuple[float, list[tuple[float, np.ndarray]],
-                         dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]]:
+    def price(
+        self, c: int, k: int, w: float, mu: float, p: np.ndarray, cutoff: float | None = None
+    ) -> tuple[
+        float, list[tuple[float, np.ndarray]], dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]
+    ]:
         """Price one job.
 
         Returns the least reduced cost, the best (reduced cost, set of free positions) of each
@@ -168,16 +169,23 @@ class _Pricer:
                     rcs.append(rc)
                 best = min(best, rc)
                 if rc < tier_best.get(t, (np.inf,))[0]:
-                    cand = members[:i + 1]
+                    cand = members[: i + 1]
                     tier_best[t] = (rc, cand[np.argsort(p[cand], kind="stable")[:k]])
             if vals:
                 per_pattern[(t, g)] = (np.array(vals), np.array(rcs))
         return best, list(tier_best.values()), per_pattern
 
 
-def _price_all(pricer: _Pricer, inst: Instance, multi: list[int], cls: np.ndarray,
-               p_sep: np.ndarray, p: np.ndarray, mu: np.ndarray, tolerance: float
-               ) -> tuple[float, list[tuple[int, np.ndarray]]]:
+def _price_all(
+    pricer: _Pricer,
+    inst: Instance,
+    multi: list[int],
+    cls: np.ndarray,
+    p_sep: np.ndarray,
+    p: np.ndarray,
+    mu: np.ndarray,
+    tolerance: float,
+) -> tuple[float, list[tuple[int, np.ndarray]]]:
     """Price every job at ``p_sep``: the sum of their least ``cost + p_sep(S)`` and the sets
     (the best of each tier) whose reduced cost at the LP duals ``(mu, p)`` is negative. Jobs of
     one class, size and weight share one pricing (their duals ``mu`` only shift it)."""
@@ -196,11 +204,15 @@ def _price_all(pricer: _Pricer, inst: Instance, multi: list[int], cls: np.ndarra
     return value, new
 
 
-def column_generation(rnd: Round, start: dict[int, np.ndarray], time_limit: float,
-                      max_iterations: int = 500, tolerance: float = 1e-7,
-                      smoothing: float = 0.5,
-                      seed_columns: dict[int, list[tuple[np.ndarray, float]]] | None = None
-                      ) -> ColumnGeneration:
+def column_generation(
+    rnd: Round,
+    start: dict[int, np.ndarray],
+    time_limit: float,
+    max_iterations: int = 500,
+    tolerance: float = 1e-7,
+    smoothing: float = 0.5,
+    seed_columns: dict[int, list[tuple[np.ndarray, float]]] | None = None,
+) -> ColumnGeneration:
     """Solve the configuration LP of ``rnd``'s open jobs by column generation (HiGHS).
 
     Parameters
@@ -236,12 +248,25 @@ def column_generation(rnd: Round, start: dict[int, np.ndarray], time_limit: floa
     inf = highspy.kHighsInf
     row_lo = np.r_[np.ones(n_jobs), np.asarray(counts, dtype=np.float64), np.full(n_free, -inf)]
     row_hi = np.r_[np.ones(n_jobs), np.asarray(counts, dtype=np.float64), np.ones(n_free)]
-    h.addRows(len(row_lo), row_lo, row_hi, 0, np.array([], dtype=np.int32),
-              np.array([], dtype=np.int32), np.array([]))
+    h.addRows(
+        len(row_lo),
+        row_lo,
+        row_hi,
+        0,
+        np.array([], dtype=np.int32),
+        np.array([], dtype=np.int32),
+        np.array([]),
+    )
     for m in range(n_comm):
         for q in range(n_free):
-            h.addCol(float(single_cost[m, q]), 0.0, inf, 2,
-                     np.array([n_jobs + m, cap_row + q], dtype=np.int32), np.ones(2))
+            h.addCol(
+                float(single_cost[m, q]),
+                0.0,
+                inf,
+                2,
+                np.array([n_jobs + m, cap_row + q], dtype=np.int32),
+                np.ones(2),
+            )
     columns: dict[int, list[tuple[np.ndarray, float]]] = {p: [] for p in multi}
     cls = inst.job_class_indices()
 
@@ -250,8 +275,11 @@ def column_generation(rnd: Round, start: dict[int, np.ndarray], time_limit: floa
         gpus = free[gpus_pos]
         job = inst.queue[pos]
         c = int(cls[pos])
-        cost = job.weight * float(inst.slowdown[c, gpus].max()) * float(
-            inst.penalty[c, inst.topology.tier_index(gpus)])
+        cost = (
+            job.weight
+            * float(inst.slowdown[c, gpus].max())
+            * float(inst.penalty[c, inst.topology.tier_index(gpus)])
+        )
         rows = np.r_[j, cap_row + np.sort(gpus_pos)].astype(np.int32)
         h.addCol(cost, 0.0, inf, len(rows), rows, np.ones(len(rows)))
         columns[pos].append((np.sort(gpus), cost))
@@ -275,11 +303,13 @@ def column_generation(rnd: Round, start: dict[int, np.ndarray], time_limit: floa
         last = it >= max_iterations or time.perf_counter() - started > time_limit
         # Price at smoothed prices (Wentges), then at the LP's if that finds nothing.
         new: list[tuple[int, np.ndarray]] = []
-        for alpha in ((smoothing, 0.0) if p_best is not None and smoothing > 0 else (0.0,)):
+        for alpha in (smoothing, 0.0) if p_best is not None and smoothing > 0 else (0.0,):
             p_sep = p if alpha == 0.0 or p_best is None else alpha * p_best + (1 - alpha) * p
             value, new = _price_all(pricer, inst, multi, cls, p_sep, p, mu, tolerance)
-            singles = sum(float(np.partition(row, n - 1)[:n].sum())
-                          for row, n in zip(single_cost + p_sep[None, :], counts, strict=True))
+            singles = sum(
+                float(np.partition(row, n - 1)[:n].sum())
+                for row, n in zip(single_cost + p_sep[None, :], counts, strict=True)
+            )
             lagr = value + singles - float(p_sep.sum())
             if lagr > bound:
                 bound, p_best = lagr, p_sep
@@ -294,13 +324,14 @@ def column_generation(rnd: Round, start: dict[int, np.ndarray], time_limit: floa
         for j, chosen in new:
             add_column(j, chosen)
     single_rc = single_cost - nu[:, None] + p[None, :] if n_comm else np.zeros((0, n_free))
-    col_value = np.asarray(h.getSolution().col_value)[n_comm * n_free:]
+    col_value = np.asarray(h.getSolution().col_value)[n_comm * n_free :]
     weights, at = {}, 0
     for pos in multi:
-        weights[pos] = col_value[at:at + len(columns[pos])]
+        weights[pos] = col_value[at : at + len(columns[pos])]
         at += len(columns[pos])
-    return ColumnGeneration(bound, lp_value, converged, columns, weights, single_rc, it, pricer,
-                            mu, p)
+    return ColumnGeneration(
+        bound, lp_value, converged, columns, weights, single_rc, it, pricer, mu, p
+    )
 
 
 def round_columns(rnd: Round, cg: ColumnGeneration) -> dict[int, np.ndarray]:
@@ -313,8 +344,15 @@ def round_columns(rnd: Round, cg: ColumnGeneration) -> dict[int, np.ndarray]:
     dict
         Queue position -> GPU indices, for every open position of ``rnd``.
     """
-    items = sorted(((float(w), pos, i) for pos, ws in cg.weights.items()
-                    for i, w in enumerate(ws) if w > 1e-6), key=lambda e: (-e[0], e[1], e[2]))
+    items = sorted(
+        (
+            (float(w), pos, i)
+            for pos, ws in cg.weights.items()
+            for i, w in enumerate(ws)
+            if w > 1e-6
+        ),
+        key=lambda e: (-e[0], e[1], e[2]),
+    )
     free = rnd.free.copy()
     taken: dict[int, np.ndarray] = {}
     for _, pos, i in items:
@@ -327,8 +365,9 @@ def round_columns(rnd: Round, cg: ColumnGeneration) -> dict[int, np.ndarray]:
     return {**taken, **GreedyPlacer(rnd).place_split(big_first, free)[1]}
 
 
-def lagrangian_bound(rnd: Round, upper: float, time_limit: float = 10.0, iterations: int = 200
-                     ) -> float:
+def lagrangian_bound(
+    rnd: Round, upper: float, time_limit: float = 10.0, iterations: int = 200
+) -> float:
     """A lower bound for large rounds: the Lagrangian bound above, prices by subgradient steps.
 
     With all prices zero it is the cheap bound of :mod:`palopt.solvers.bounds` (each multi-GPU

@@ -31,8 +31,9 @@ class CpSatSolver(ExactSolver):
 
     name = "cpsat"
 
-    def run(self, sp: SparseModel, start: np.ndarray | None, time_limit: float,
-            seed: int) -> BackendAnswer:
+    def run(
+        self, sp: SparseModel, start: np.ndarray | None, time_limit: float, seed: int
+    ) -> BackendAnswer:
         """Solve ``sp`` with CP-SAT."""
         from ortools.sat.python import cp_model
 
@@ -62,7 +63,9 @@ class CpSatSolver(ExactSolver):
         return BackendAnswer(Status.NO_SOLUTION, None, None)
 
 
-
-register("cpsat", CpSatSolver.from_config,
-         "Exact (CP-SAT): pattern model of the cost objective, warm-started",
-         requires=("ortools",))
+register(
+    "cpsat",
+    CpSatSolver.from_config,
+    "Exact (CP-SAT): pattern model of the cost objective, warm-started",
+    requires=("ortools",),
+)

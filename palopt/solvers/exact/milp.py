@@ -65,26 +65,31 @@ class MilpSolver(ExactSolver):
         """The configuration, with the back end."""
         return {**super().settings(), "backend": self.backend}
 
-    def run(self, sp: SparseModel, start: np.ndarray | None, time_limit: float,
-            seed: int) -> BackendAnswer:
+    def run(
+        self, sp: SparseModel, start: np.ndarray | None, time_limit: float, seed: int
+    ) -> BackendAnswer:
         """Solve ``sp`` with the configured back end."""
         if self.backend == "highs":
             return self._highs(sp, time_limit, seed)
         return self._cbc(sp, start, time_limit, seed)
 
-    def _cbc(self, sp: SparseModel, start: np.ndarray | None, time_limit: float,
-             seed: int) -> BackendAnswer:
+    def _cbc(
+        self, sp: SparseModel, start: np.ndarray | None, time_limit: float, seed: int
+    ) -> BackendAnswer:
         import pulp
 
         prob = pulp.LpProblem("placement", pulp.LpMinimize)
         make = getattr(prob, "add_variable", None)  # PuLP >= 3.3; older: the constructor
         if make is None:
+
             def make(name: str, lo: int, hi: int, cat: str) -> Any:
                 return pulp.LpVariable(name, lo, hi, cat=cat)
-        xs = [make(f"v{i}", lo, hi, cat=pulp.LpInteger)
-              for i, (lo, hi) in enumerate(zip(sp.lower, sp.upper, strict=True))]
-        prob += pulp.LpAffineExpression(
-            [(xs[i], c) for i, c in enumerate(sp.objective) if c])
+
+        xs = [
+            make(f"v{i}", lo, hi, cat=pulp.LpInteger)
+            for i, (lo, hi) in enumerate(zip(sp.lower, sp.upper, strict=True))
+        ]
+        prob += pulp.LpAffineExpression([(xs[i], c) for i, c in enumerate(sp.objective) if c])
         for r, (idx, coef, lo, hi) in enumerate(sp.rows):
             expr = pulp.LpAffineExpression([(xs[i], c) for i, c in zip(idx, coef, strict=True)])
             if lo == hi:
@@ -97,9 +102,14 @@ class MilpSolver(ExactSolver):
         if start is not None:
             for var, value in zip(xs, start, strict=True):
                 var.setInitialValue(int(value))
-        solver = pulp.PULP_CBC_CMD(msg=False, timeLimit=time_limit, threads=self.workers,
-                                   gapRel=self.gap, warmStart=start is not None,
-                                   options=[f"randomSeed {seed + 1}", f"randomCbcSeed {seed + 1}"])
+        solver = pulp.PULP_CBC_CMD(
+            msg=False,
+            timeLimit=time_limit,
+            threads=self.workers,
+            gapRel=self.gap,
+            warmStart=start is not None,
+            options=[f"randomSeed {seed + 1}", f"randomCbcSeed {seed + 1}"],
+        )
         prob.solve(solver)
         if prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
             values = np.array([v.value() or 0 for v in xs], dtype=np.float64)
@@ -149,7 +159,9 @@ class MilpSolver(ExactSolver):
         return BackendAnswer(Status.NO_SOLUTION, None, bound)
 
 
-
-register("milp", MilpSolver.from_config,
-         "Exact (MILP): pattern model via PuLP/CBC or HiGHS (backend=cbc|highs)",
-         requires=("pulp",))
+register(
+    "milp",
+    MilpSolver.from_config,
+    "Exact (MILP): pattern model via PuLP/CBC or HiGHS (backend=cbc|highs)",
+    requires=("pulp",),
+)

@@ -68,8 +68,9 @@ class SparseModel:
 
     def value(self, solution: np.ndarray) -> int:
         """Objective of an integer solution vector."""
-        return int(np.dot(np.asarray(self.objective, dtype=np.int64),
-                          np.rint(solution).astype(np.int64)))
+        return int(
+            np.dot(np.asarray(self.objective, dtype=np.int64), np.rint(solution).astype(np.int64))
+        )
 
 
 @dataclass
@@ -145,8 +146,9 @@ def _types(rnd: Round) -> tuple[np.ndarray, list[np.ndarray]]:
     inst = rnd.instance
     free = np.flatnonzero(rnd.free)
     used = sorted({inst.class_index[inst.queue[p].job_class] for p in rnd.open_positions})
-    keys = np.vstack([inst.topology.groups[0, free].astype(np.float64),
-                      inst.slowdown[used][:, free]])
+    keys = np.vstack(
+        [inst.topology.groups[0, free].astype(np.float64), inst.slowdown[used][:, free]]
+    )
     _, inverse = np.unique(keys, axis=1, return_inverse=True)
     inverse = inverse.ravel()
     gpu_type = np.full(inst.topology.n_gpus, -1, dtype=np.int64)
@@ -156,8 +158,12 @@ def _types(rnd: Round) -> tuple[np.ndarray, list[np.ndarray]]:
     return gpu_type, np.split(free[order], cuts)
 
 
-def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
-                fixing: ColumnGeneration | None = None) -> PlacementModel:
+def build_model(
+    rnd: Round,
+    scale: float,
+    upper_bound: float | None = None,
+    fixing: ColumnGeneration | None = None,
+) -> PlacementModel:
     """Build the model of ``rnd``'s open jobs (see the module documentation).
 
     Parameters
@@ -191,11 +197,18 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
     for t in range(n_tiers):
         by_group = {int(g): np.flatnonzero(tgroup[t] == g) for g in np.unique(tgroup[t])}
         members.append(by_group)
-        split.append({g: t == 0 or len(np.unique(tgroup[t - 1][tau])) > 1
-                      for g, tau in by_group.items()})
-    parent_split = [{int(tgroup[t][tau[0]]): split[t + 1][int(tgroup[t + 1][tau[0]])]
-                     for tau in members[t].values()} if t + 1 < n_tiers else {}
-                    for t in range(n_tiers)]
+        split.append(
+            {g: t == 0 or len(np.unique(tgroup[t - 1][tau])) > 1 for g, tau in by_group.items()}
+        )
+    parent_split = [
+        {
+            int(tgroup[t][tau[0]]): split[t + 1][int(tgroup[t + 1][tau[0]])]
+            for tau in members[t].values()
+        }
+        if t + 1 < n_tiers
+        else {}
+        for t in range(n_tiers)
+    ]
 
     greedy = GreedyPlacer(rnd)
     alone: dict[int, float] = {}
@@ -203,8 +216,10 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
         job = inst.queue[pos]
         alone[pos] = job.weight * greedy.best(rnd.free, int(greedy.cls[pos]), job.num_gpus)[0]
     counts, _, single_cost = single_gpu_costs(rnd)
-    single_alone = [float(np.partition(row, n - 1)[:n].sum()) for row, n in
-                    zip(single_cost, counts, strict=True)]
+    single_alone = [
+        float(np.partition(row, n - 1)[:n].sum())
+        for row, n in zip(single_cost, counts, strict=True)
+    ]
     lb_total = sum(alone.values()) + sum(single_alone)
     slack = np.inf if upper_bound is None else upper_bound - lb_total + 1e-9 * abs(upper_bound)
     pattern_rc = None
@@ -229,8 +244,7 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
             for g, gtypes in members[t].items():
                 if not split[t][g]:
                     continue
-                if t + 1 < n_tiers and parent_split[t][g] and \
-                        inst.penalty[c, t + 1] <= pen:
+                if t + 1 < n_tiers and parent_split[t][g] and inst.penalty[c, t + 1] <= pen:
                     continue
                 if cnt[gtypes].sum() < k:
                     continue
@@ -271,8 +285,11 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
     for pos, k, gtypes, bvars, level in covers:
         # In G with threshold at most v_l: all k GPUs are in G and no slower than v_l.
         for last in range(len(bvars)):
-            idx = [x[(pos, int(tt))] for tt, lv in zip(gtypes, level, strict=True)
-                   if lv <= last and (pos, int(tt)) in x]
+            idx = [
+                x[(pos, int(tt))]
+                for tt, lv in zip(gtypes, level, strict=True)
+                if lv <= last and (pos, int(tt)) in x
+            ]
             nxt = [bvars[last + 1]] if last + 1 < len(bvars) else []
             sp.row([*idx, bvars[0], *nxt], [1] * len(idx) + [-k] + [k] * len(nxt), 0, np.inf)
 
@@ -291,8 +308,9 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
             allowed &= rc_type <= rc_cut
         zs = []
         for ty in np.flatnonzero(allowed):
-            z[(m, int(ty))] = v = sp.var(min(int(cnt[ty]), len(positions)),
-                                         int(np.floor(per_type[ty] * scale)))
+            z[(m, int(ty))] = v = sp.var(
+                min(int(cnt[ty]), len(positions)), int(np.floor(per_type[ty] * scale))
+            )
             zs.append(v)
         sp.row(zs, [1] * len(zs), len(positions), len(positions))
     by_type: dict[int, list[int]] = {}
@@ -301,8 +319,9 @@ def build_model(rnd: Round, scale: float, upper_bound: float | None = None,
     for kind, users in by_type.items():
         if len(users) > 1:
             sp.row(users, [1] * len(users), -np.inf, int(cnt[kind]))
-    return PlacementModel(sp, scale, type_gpus, x, z, patterns, commodities, gpu_type, dgroups,
-                          n_patterns)
+    return PlacementModel(
+        sp, scale, type_gpus, x, z, patterns, commodities, gpu_type, dgroups, n_patterns
+    )
 
 
 @dataclass
@@ -349,8 +368,9 @@ class MasterModel:
         return chosen
 
 
-def build_master(rnd: Round, columns: dict[int, list[tuple[np.ndarray, float]]],
-                 scale: float) -> MasterModel:
+def build_master(
+    rnd: Round, columns: dict[int, list[tuple[np.ndarray, float]]], scale: float
+) -> MasterModel:
     """The restricted master over generated ``columns`` (see :class:`MasterModel`).
 
     Parameters

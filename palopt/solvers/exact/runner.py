@@ -44,8 +44,14 @@ from palopt.solvers.exact.search import improve
 from palopt.solvers.greedy import greedy_assignment, round_cost
 from palopt.solvers.round import MODES, Round, make_round
 
-__all__ = ["ExactSolver", "BackendAnswer", "DEFAULT_TIME_LIMIT", "DEFAULT_SCALE", "DEFAULT_GAP",
-           "FORMULATIONS"]
+__all__ = [
+    "ExactSolver",
+    "BackendAnswer",
+    "DEFAULT_TIME_LIMIT",
+    "DEFAULT_SCALE",
+    "DEFAULT_GAP",
+    "FORMULATIONS",
+]
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +113,16 @@ class ExactSolver:
     name = "exact"
     accepts_start = True
     #: The options :meth:`from_config` accepts (the constructor's keyword arguments).
-    OPTIONS: tuple[str, ...] = ("mode", "keep_running", "time_limit", "workers", "scale",
-                                "warm_start", "formulation", "gap")
+    OPTIONS: tuple[str, ...] = (
+        "mode",
+        "keep_running",
+        "time_limit",
+        "workers",
+        "scale",
+        "warm_start",
+        "formulation",
+        "gap",
+    )
 
     @classmethod
     def from_config(cls, **config: Any) -> ExactSolver:
@@ -121,14 +135,22 @@ class ExactSolver:
         """
         unknown = sorted(set(config) - set(cls.OPTIONS))
         if unknown:
-            raise InputError(f"{cls.name}.{unknown[0]}", config[unknown[0]],
-                             "unknown option for this solver")
+            raise InputError(
+                f"{cls.name}.{unknown[0]}", config[unknown[0]], "unknown option for this solver"
+            )
         return cls(**config)
 
-    def __init__(self, mode: str = "prefix", keep_running: bool = False,
-                 time_limit: float = DEFAULT_TIME_LIMIT, workers: int = 1,
-                 scale: float = DEFAULT_SCALE, warm_start: bool = True,
-                 formulation: str = "columns", gap: float = DEFAULT_GAP) -> None:
+    def __init__(
+        self,
+        mode: str = "prefix",
+        keep_running: bool = False,
+        time_limit: float = DEFAULT_TIME_LIMIT,
+        workers: int = 1,
+        scale: float = DEFAULT_SCALE,
+        warm_start: bool = True,
+        formulation: str = "columns",
+        gap: float = DEFAULT_GAP,
+    ) -> None:
         if mode not in MODES:
             raise InputError(f"{self.name}.mode", mode, f"must be one of {', '.join(MODES)}")
         if not (isinstance(time_limit, (int, float)) and time_limit > 0):
@@ -138,8 +160,9 @@ class ExactSolver:
         if not (isinstance(scale, (int, float)) and scale >= 1):
             raise InputError(f"{self.name}.scale", scale, "must be a number >= 1")
         if formulation not in FORMULATIONS:
-            raise InputError(f"{self.name}.formulation", formulation,
-                             f"must be one of {', '.join(FORMULATIONS)}")
+            raise InputError(
+                f"{self.name}.formulation", formulation, f"must be one of {', '.join(FORMULATIONS)}"
+            )
         self.mode = mode
         self.keep_running = bool(keep_running)
         self.time_limit = float(time_limit)
@@ -153,17 +176,25 @@ class ExactSolver:
 
     def settings(self) -> dict[str, Any]:
         """The solver's configuration, as reported in results."""
-        return {"mode": self.mode, "keep_running": self.keep_running, "workers": self.workers,
-                "scale": self.scale, "warm_start": self.warm_start,
-                "formulation": self.formulation, "gap": self.gap}
+        return {
+            "mode": self.mode,
+            "keep_running": self.keep_running,
+            "workers": self.workers,
+            "scale": self.scale,
+            "warm_start": self.warm_start,
+            "formulation": self.formulation,
+            "gap": self.gap,
+        }
 
-    def run(self, sp: SparseModel, start: np.ndarray | None, time_limit: float,
-            seed: int) -> BackendAnswer:
+    def run(
+        self, sp: SparseModel, start: np.ndarray | None, time_limit: float, seed: int
+    ) -> BackendAnswer:
         """Solve ``sp`` (implemented by each back end)."""
         raise NotImplementedError
 
-    def _checked(self, rnd: Round, sp: SparseModel, answer: BackendAnswer,
-                 decode: Any) -> dict[int, np.ndarray] | None:
+    def _checked(
+        self, rnd: Round, sp: SparseModel, answer: BackendAnswer, decode: Any
+    ) -> dict[int, np.ndarray] | None:
         """The decoded placement of a back end's solution, or ``None`` if it is not valid."""
         if answer.solution is None:
             return None
@@ -176,8 +207,9 @@ class ExactSolver:
         log.error("%s: the back end's solution violates the model; ignored", self.name)
         return None
 
-    def solve(self, instance: Instance, *, time_limit: float | None = None,
-              seed: int | None = None) -> PlacementResult:
+    def solve(
+        self, instance: Instance, *, time_limit: float | None = None, seed: int | None = None
+    ) -> PlacementResult:
         """Place the round's jobs at minimum weighted cost (see the module documentation)."""
         started = time.perf_counter()
         limit = self.time_limit if time_limit is None else time_limit
@@ -187,15 +219,25 @@ class ExactSolver:
         rnd = make_round(instance, self.mode, self.keep_running)
         settings = {**self.settings(), "time_limit": float(limit), "seed": seed}
         selected = set(rnd.positions)
-        reasons = {p: "not selected: the round's GPUs are taken by earlier jobs"
-                   for p in range(len(instance.queue)) if p not in selected}
+        reasons = {
+            p: "not selected: the round's GPUs are taken by earlier jobs"
+            for p in range(len(instance.queue))
+            if p not in selected
+        }
 
         def left() -> float:
             return max(limit - (time.perf_counter() - started), 0.05)
 
         def finish(chosen: dict[int, np.ndarray], status: str, bound: float) -> PlacementResult:
-            result = build_result(instance, self.name, {**rnd.fixed, **chosen}, reasons, started,
-                                  status=status, settings=settings)
+            result = build_result(
+                instance,
+                self.name,
+                {**rnd.fixed, **chosen},
+                reasons,
+                started,
+                status=status,
+                settings=settings,
+            )
             fixed_cost = round_cost(instance, rnd.fixed)
             return replace(result, bound=min(bound + fixed_cost, result.objective))
 
@@ -212,8 +254,11 @@ class ExactSolver:
 
             cg = column_generation(rnd, best, 0.45 * left())
             bound = max(bound, cg.bound)
-            settings.update(cg_iterations=cg.iterations, cg_converged=cg.converged,
-                            cg_columns=sum(len(c) for c in cg.columns.values()))
+            settings.update(
+                cg_iterations=cg.iterations,
+                cg_converged=cg.converged,
+                cg_columns=sum(len(c) for c in cg.columns.values()),
+            )
             if rnd.multi:
                 chosen = round_columns(rnd, cg)
                 if round_cost(instance, chosen) < ub:
@@ -240,8 +285,12 @@ class ExactSolver:
         fixing = cg if cg is not None and cg.converged else None
         model = build_model(rnd, self.scale, ub, fixing)
         start = model.start(best, rnd) if self.warm_start else None
-        settings.update(n_vars=model.sparse.n_vars, n_rows=len(model.sparse.rows),
-                        n_patterns=model.n_patterns, n_gpu_types=len(model.type_gpus))
+        settings.update(
+            n_vars=model.sparse.n_vars,
+            n_rows=len(model.sparse.rows),
+            n_patterns=model.n_patterns,
+            n_gpu_types=len(model.type_gpus),
+        )
         answer = self.run(model.sparse, start, left(), seed)
         decoded = self._checked(rnd, model.sparse, answer, model.decode)
         status = answer.status

@@ -18,8 +18,14 @@ from palopt.solvers.round import Round
 __all__ = ["improve"]
 
 
-def improve(rnd: Round, chosen: dict[int, np.ndarray], time_limit: float, seed: int = 0,
-            target: float = -np.inf, patience: int | None = None) -> dict[int, np.ndarray]:
+def improve(
+    rnd: Round,
+    chosen: dict[int, np.ndarray],
+    time_limit: float,
+    seed: int = 0,
+    target: float = -np.inf,
+    patience: int | None = None,
+) -> dict[int, np.ndarray]:
     """Improve ``chosen`` (open position -> GPUs) for at most ``time_limit`` seconds.
 
     Parameters
