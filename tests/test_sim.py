@@ -375,3 +375,18 @@ def test_fig13_trace_tracks_the_middle():
     t = synthetic_trace(30, 10.0, 1, *SYNERGY_GPU_COUNTS, tracked=(10, 20))
     assert [j.tracked for j in t] == [False] * 10 + [True] * 10 + [False] * 10
     assert {j.num_gpus for j in t} <= {1, 2, 4, 8}
+
+
+@pytest.mark.parametrize("solver", ["cpsat", "milp", "greedy"])
+def test_exact_and_greedy_solvers_run_in_the_loop(solver):
+    # Same scenario as test_two_jobs_pal_by_hand: the optimum is PAL's choice, so the exact
+    # solvers (every placement checked by the simulator's feasibility check) finish alike.
+    topo = build_cluster(1, 2, 2)
+    prof = flat(4, [1.0, 1.0, 1.5, 1.0])
+    trace = [job("j1", 2, 0, 1000), job("j2", 2, 0, 500), job("j3", 1, 150, 100)]
+    res = simulate(
+        topo, prof, trace, solver, "fifo", SimConfig(round_s=100, time_limit=2, check=True)
+    )
+    assert finish(res, "j1") == 1000.0
+    assert finish(res, "j2") == 800.0
+    assert summary(res)["jobs"] == 3
