@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -10,7 +10,7 @@ import numpy as np
 from palopt.errors import InputError
 from palopt.topology import Topology
 
-__all__ = ["Job", "Instance", "penalty_matrix"]
+__all__ = ["Job", "Instance", "penalty_matrix", "require_positive"]
 
 
 @dataclass(frozen=True)
@@ -97,25 +97,11 @@ class Instance:
         sd = np.array(self.slowdown, dtype=np.float64)
         if sd.shape != (len(classes), n):
             raise InputError("slowdown", sd.shape, f"expected shape ({len(classes)}, {n})")
-        bad = ~np.isfinite(sd) | (sd <= 0)
-        if bad.any():
-            c, g = np.argwhere(bad)[0]
-            raise InputError(
-                f"slowdown.{classes[c]}.{topo.gpu_ids[g]}",
-                float(sd[c, g]),
-                "must be a finite positive number",
-            )
+        require_positive(sd, lambda c, g: f"slowdown.{classes[c]}.{topo.gpu_ids[g]}")
         pen = np.array(self.penalty, dtype=np.float64)
         if pen.shape != (len(classes), t):
             raise InputError("penalty", pen.shape, f"expected shape ({len(classes)}, {t})")
-        badp = ~np.isfinite(pen) | (pen <= 0)
-        if badp.any():
-            c, k = np.argwhere(badp)[0]
-            raise InputError(
-                f"penalties.{classes[c]}.{topo.tiers[k]}",
-                float(pen[c, k]),
-                "must be a finite positive number",
-            )
+        require_positive(pen, lambda c, k: f"penalties.{classes[c]}.{topo.tiers[k]}")
         dec = np.diff(pen, axis=1) < 0
         if dec.any():
             c, k = np.argwhere(dec)[0]
@@ -151,6 +137,17 @@ class Instance:
         """A copy of this instance with another queue (validated)."""
         return Instance(
             self.topology, self.classes, self.slowdown, self.penalty, tuple(queue), self.busy
+        )
+
+
+def require_positive(values: np.ndarray, field: Callable[[int, int], str]) -> None:
+    """Raise :class:`InputError` for the first entry of a 2-D array that is not a finite
+    positive number; ``field(row, column)`` names it."""
+    bad = ~np.isfinite(values) | (values <= 0)
+    if bad.any():
+        r, k = np.argwhere(bad)[0]
+        raise InputError(
+            field(int(r), int(k)), float(values[r, k]), "must be a finite positive number"
         )
 
 

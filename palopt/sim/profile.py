@@ -15,6 +15,7 @@ import pandas as pd
 
 from palopt import variability
 from palopt.errors import InputError
+from palopt.instance import require_positive
 from palopt.topology import Topology
 
 __all__ = ["ClusterProfile", "load_profile", "correlated_profile"]
@@ -102,15 +103,8 @@ def load_profile(
     charge = df[[f"PerfVar_{c}" for c in classes]].to_numpy(dtype=np.float64).T
     rank_cols = [f"sf_{c}" if f"sf_{c}" in df.columns else f"PerfVar_{c}" for c in classes]
     rank = df[rank_cols].to_numpy(dtype=np.float64).T
-    for name, arr in (("PerfVar", charge), ("sf", rank)):
-        bad = ~np.isfinite(arr) | (arr <= 0)
-        if bad.any():
-            c, g = np.argwhere(bad)[0]
-            raise InputError(
-                f"profile.{name}_{classes[c]}[{g}]",
-                float(arr[c, g]),
-                "must be a finite positive number",
-            )
+    require_positive(charge, lambda c, g: f"profile.PerfVar_{classes[c]}[{g}]")
+    require_positive(rank, lambda c, g: f"profile.{rank_cols[c]}[{g}]")
     return ClusterProfile(classes, rank, charge)
 
 
