@@ -29,29 +29,21 @@ from palopt.instance import Instance, Job
 from palopt.io import save_instance
 from palopt.topology import Topology, build_cluster
 from palopt.variability import assign_profile, build_instance, load_artifact_table, load_longhorn
+from palopt.workloads import load_workloads
 
 ROOT = Path(__file__).resolve().parent.parent
 LICENCE = "MIT (PAL artifact, hal-uw/blox-pal; see LICENSE-pal-artifact.txt)"
 
-#: The artifact simulator's model -> class mapping (see ../shared/data/README.md).
-MODEL_CLASS = {
-    "resnet50": "classA",
-    "BERT": "classB",
-    "GPT2": "classB",
-    "DCGAN": "classB",
-    "vgg19": "classC",
-    "PointNet": "classD",
-}
-
 
 def trace_jobs(data: Path) -> pd.DataFrame:
     """All jobs of the eight Sia-Philly traces: ``num_gpus`` and ``job_class``."""
+    models = load_workloads()
     frames = [pd.read_csv(f) for f in sorted((data / "traces").glob("sia-philly-workload-*.csv"))]
     jobs = pd.concat(frames, ignore_index=True)
     return pd.DataFrame(
         {
             "num_gpus": jobs["num_gpus"].to_numpy(),
-            "job_class": jobs["model"].map(MODEL_CLASS).to_numpy(),
+            "job_class": jobs["model"].map(lambda m: models.get(m).job_class).to_numpy(),
         }
     )
 

@@ -19,6 +19,7 @@ import numpy as np
 from palopt.errors import InputError
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.topology import build_cluster
+from palopt.workloads import load_workloads
 
 __all__ = [
     "Family",
@@ -35,15 +36,6 @@ CLASSES = ("classA", "classB", "classC", "classD")
 PROFILES = ("longhorn", "synthetic")
 # Locality penalties: the artifact's 1.7 across servers of a rack, more across racks.
 PENALTIES = {"server": 1.0, "rack": 1.7, "cluster": 2.0}
-# Models of the Philly traces -> classes, as the artifact's simulator maps them.
-MODEL_CLASS = {
-    "resnet50": "classA",
-    "BERT": "classB",
-    "GPT2": "classB",
-    "DCGAN": "classB",
-    "vgg19": "classC",
-    "PointNet": "classD",
-}
 
 
 def data_dir() -> Path:
@@ -85,12 +77,13 @@ def _longhorn_rows(path: str) -> np.ndarray:
 
 @lru_cache(maxsize=4)
 def _philly_jobs(folder: str) -> tuple[np.ndarray, np.ndarray]:
+    models = load_workloads()
     sizes, classes = [], []
     for path in sorted(Path(folder).glob("sia-philly-workload-*.csv")):
         with open(path, newline="", encoding="utf-8") as fh:
             for r in csv.DictReader(fh):
                 sizes.append(int(r["num_gpus"]))
-                classes.append(CLASSES.index(MODEL_CLASS[r["model"]]))
+                classes.append(CLASSES.index(models.get(r["model"]).job_class))
     return np.array(sizes), np.array(classes)
 
 
