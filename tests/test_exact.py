@@ -253,3 +253,48 @@ def test_bad_options_name_the_field() -> None:
         get_solver("milp", backend="gurobi")
     with pytest.raises(InputError, match="cpsat.colour"):
         get_solver("cpsat", colour=1)
+
+
+def test_column_weights_belong_to_their_columns() -> None:
+    """Columns are added for many jobs per iteration; each job's LP weights must still sum to
+    one (its convexity row) and price its own columns at the LP value."""
+    inst = _sample(64, 1.0, 0)
+    rnd = make_round(inst)
+    cg = column_generation(rnd, greedy_assignment(rnd), time_limit=5.0, max_iterations=40)
+    assert cg.iterations > 2
+    lp_multi = 0.0
+    for pos, cols in cg.columns.items():
+        w = cg.weights[pos]
+        assert len(w) == len(cols)
+        assert abs(w.sum() - 1.0) < 1e-6
+        lp_multi += float(w @ np.array([c for _, c in cols]))
+    assert lp_multi <= cg.lp_value + 1e-6
+
+
+def test_region_reoptimisation_improves_a_poor_placement() -> None:
+    from palopt.solvers.exact.refine import regions, reoptimise_regions
+
+    inst = _sample(64, 1.0, 1)
+    rnd = make_round(inst)
+    solver = CpSatSolver()
+    areas = regions(rnd, 16)
+    assert all(a.any() for a in areas)
+    covered = np.logical_or.reduce(areas)
+    assert (covered == rnd.free).all()
+    assert sum(int(a.sum()) for a in areas) == int(rnd.free.sum())  # disjoint
+    # A poor start: every job on the slowest GPUs first, scattered across servers.
+    order = np.argsort(-inst.slowdown[0], kind="stable")
+    start, at = {}, 0
+    for p in rnd.open_positions:
+        k = inst.queue[p].num_gpus
+        start[p] = np.sort(order[at : at + k])
+        at += k
+    before = round_cost(inst, start)
+    out = reoptimise_regions(rnd, start, solver.run, 1e6, time_limit=20.0, seed=3)
+    assert set(out) == set(rnd.open_positions)
+    full = {inst.queue[p].id: g for p, g in out.items()}
+    assert_feasible(inst, full)
+    after = round_cost(inst, out)
+    assert after < 0.9 * before
+    optimum = solve(inst, "cpsat", time_limit=30.0)
+    assert after >= optimum.bound - 1e-9

@@ -268,6 +268,7 @@ def column_generation(
                 np.ones(2),
             )
     columns: dict[int, list[tuple[np.ndarray, float]]] = {p: [] for p in multi}
+    owner: list[int] = []  # queue position of each master column, in the order added
     cls = inst.job_class_indices()
 
     def add_column(j: int, gpus_pos: np.ndarray) -> None:
@@ -283,6 +284,7 @@ def column_generation(
         rows = np.r_[j, cap_row + np.sort(gpus_pos)].astype(np.int32)
         h.addCol(cost, 0.0, inf, len(rows), rows, np.ones(len(rows)))
         columns[pos].append((np.sort(gpus), cost))
+        owner.append(pos)
 
     for j, pos in enumerate(multi):
         add_column(j, np.array([pos_of[int(g)] for g in start[pos]]))
@@ -325,10 +327,8 @@ def column_generation(
             add_column(j, chosen)
     single_rc = single_cost - nu[:, None] + p[None, :] if n_comm else np.zeros((0, n_free))
     col_value = np.asarray(h.getSolution().col_value)[n_comm * n_free :]
-    weights, at = {}, 0
-    for pos in multi:
-        weights[pos] = col_value[at : at + len(columns[pos])]
-        at += len(columns[pos])
+    owners = np.array(owner, dtype=np.int64)
+    weights = {pos: col_value[owners == pos] for pos in multi}
     return ColumnGeneration(
         bound, lp_value, converged, columns, weights, single_rc, it, pricer, mu, p
     )

@@ -38,7 +38,7 @@ from palopt.solvers.exact.colgen import ColumnGeneration
 from palopt.solvers.greedy import GreedyPlacer, dense_groups
 from palopt.solvers.round import Round
 
-__all__ = ["SparseModel", "PlacementModel", "MasterModel", "build_model", "build_master"]
+__all__ = ["SparseModel", "PlacementModel", "build_model"]
 
 
 @dataclass
@@ -65,6 +65,17 @@ class SparseModel:
     def n_vars(self) -> int:
         """Number of variables."""
         return len(self.upper)
+
+    def satisfied(self, solution: np.ndarray) -> bool:
+        """Whether an integer solution satisfies every bound and row."""
+        sol = np.rint(solution).astype(np.int64)
+        if (sol < np.asarray(self.lower)).any() or (sol > np.asarray(self.upper)).any():
+            return False
+        for idx, coef, lo, hi in self.rows:
+            value = int(np.dot(sol[idx], coef))
+            if value < lo or value > hi:
+                return False
+        return True
 
     def value(self, solution: np.ndarray) -> int:
         """Objective of an integer solution vector."""
@@ -322,100 +333,3 @@ def build_model(
     return PlacementModel(
         sp, scale, type_gpus, x, z, patterns, commodities, gpu_type, dgroups, n_patterns
     )
-
-
-@dataclass
-class MasterModel:
-    """The restricted master: each multi-GPU job picks one generated column (a GPU set), the
-    1-GPU commodities pick GPU types; capacity per type (GPUs of a type are interchangeable)."""
-
-    sparse: SparseModel
-    lam: dict[int, list[tuple[int, np.ndarray]]]  # pos -> (var, GPU set) per column
-    z: dict[tuple[int, int], int]
-    commodities: list[list[int]]
-    type_gpus: list[np.ndarray]
-    gpu_type: np.ndarray
-
-    def start(self, chosen: dict[int, np.ndarray]) -> np.ndarray | None:
-        """Solution vector of a placement whose GPU sets are columns (else ``None``)."""
-        sol = np.zeros(self.sparse.n_vars, dtype=np.int64)
-        for pos, cols in self.lam.items():
-            key = tuple(np.sort(self.gpu_type[chosen[pos]]))
-            hit = [v for v, gpus in cols if tuple(np.sort(self.gpu_type[gpus])) == key]
-            if not hit:
-                return None
-            sol[hit[0]] = 1
-        for m, positions in enumerate(self.commodities):
-            taus = self.gpu_type[np.concatenate([chosen[p] for p in positions])]
-            for tau, n in zip(*np.unique(taus, return_counts=True), strict=True):
-                if (m, int(tau)) not in self.z:
-                    return None
-                sol[self.z[(m, int(tau))]] = n
-        return sol
-
-    def decode(self, solution: np.ndarray) -> dict[int, np.ndarray]:
-        """Queue position -> GPU indices (GPUs of a type handed out in turn)."""
-        pools = [list(g) for g in self.type_gpus]
-        sol = np.rint(solution).astype(np.int64)
-        chosen: dict[int, np.ndarray] = {}
-        for pos, cols in self.lam.items():
-            var, gpus = next((v, g) for v, g in cols if sol[v] > 0)
-            chosen[pos] = np.sort([pools[t].pop() for t in self.gpu_type[gpus]])
-        for (m, tau), var in self.z.items():
-            for _ in range(sol[var]):
-                pos = next(p for p in self.commodities[m] if p not in chosen)
-                chosen[pos] = np.array([pools[tau].pop()], dtype=np.int64)
-        return chosen
-
-
-def build_master(
-    rnd: Round, columns: dict[int, list[tuple[np.ndarray, float]]], scale: float
-) -> MasterModel:
-    """The restricted master over generated ``columns`` (see :class:`MasterModel`).
-
-    Parameters
-    ----------
-    rnd : Round
-    columns : dict
-        Queue position -> (GPU set, cost) columns, for every multi-GPU open job.
-    scale : float
-        Costs are scaled and rounded down, as in :func:`build_model`.
-    """
-    gpu_type, type_gpus = _types(rnd)
-    cnt = np.array([len(g) for g in type_gpus], dtype=np.int64)
-    sp = SparseModel()
-    use: dict[int, tuple[list[int], list[int]]] = {}
-    lam: dict[int, list[tuple[int, np.ndarray]]] = {}
-    for pos, cols in columns.items():
-        seen: set[tuple[int, ...]] = set()
-        lam[pos] = []
-        for gpus, cost in cols:
-            key = tuple(np.sort(gpu_type[gpus]))
-            if key in seen:
-                continue
-            seen.add(key)
-            v = sp.var(1, int(np.floor(cost * scale)))
-            lam[pos].append((v, gpus))
-            for tau, n in zip(*np.unique(gpu_type[gpus], return_counts=True), strict=True):
-                idx, coef = use.setdefault(int(tau), ([], []))
-                idx.append(v)
-                coef.append(int(n))
-        sp.row([v for v, _ in lam[pos]], [1] * len(lam[pos]), 1, 1)
-    counts, _, single_cost = single_gpu_costs(rnd)
-    free_idx = np.flatnonzero(rnd.free)
-    z: dict[tuple[int, int], int] = {}
-    commodities = list(rnd.single_groups().values())
-    for m, n_m in enumerate(counts):
-        per_type = np.full(len(type_gpus), np.inf)
-        np.minimum.at(per_type, gpu_type[free_idx], single_cost[m])
-        idx = []
-        for tau in range(len(type_gpus)):
-            z[(m, tau)] = v = sp.var(min(int(cnt[tau]), n_m), int(np.floor(per_type[tau] * scale)))
-            idx.append(v)
-            ui, uc = use.setdefault(tau, ([], []))
-            ui.append(v)
-            uc.append(1)
-        sp.row(idx, [1] * len(idx), n_m, n_m)
-    for tau, (idx, coef) in use.items():
-        sp.row(idx, coef, -np.inf, int(cnt[tau]))
-    return MasterModel(sp, lam, z, commodities, type_gpus, gpu_type)

@@ -3,17 +3,16 @@
 1. Select the round's jobs (:func:`palopt.solvers.round.make_round`, ``mode`` prefix or choose).
 2. Place them with the cost-aware greedy: the first upper bound, warm start and fallback.
 3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
-   configuration-LP bound and a pool of good GPU sets; a placement is read off the LP (rounding),
-   the better of it and the greedy is improved by large-neighbourhood search
-   (:mod:`palopt.solvers.exact.search`), and the back end solves the restricted master over the
-   pool, started from the best so far. If the best cost meets the bound, it is optimal.
+   configuration-LP bound and a pool of good GPU sets (up to 35% of the limit); a placement is
+   read off the LP (rounding), the best so far is improved by large-neighbourhood search
+   (:mod:`palopt.solvers.exact.search`, 10% of the limit), then by solving regions of the
+   cluster exactly with the back end (:mod:`palopt.solvers.exact.refine`: the rest of the time,
+   or 25% of the limit when the column generation converged). Each step stops early once the
+   cost meets the bound, which proves it optimal.
 4. Otherwise, after a converged column generation with time left (and always with
    ``formulation="compact"``), the back end solves the exact pattern model of
-   :mod:`palopt.solvers.exact.model`, shrunk by the upper bound and by reduced-cost fixing,
-   started from the best placement so far. Time: column generation up to 45% of the limit,
-   the search 40% of the rest (80% if the column generation did not converge), the master half
-   of what is left then (all of it if the column generation did not converge), the model what
-   remains.
+   :mod:`palopt.solvers.exact.model` for the whole round, shrunk by the upper bound and by
+   reduced-cost fixing, started from the best placement so far, in the time that remains.
 5. The back end's answer is checked (every row satisfied, the placement feasible). The status is
    ``optimal`` only when proven (the back end proved the exact model, or the placement's cost
    meets the configuration-LP bound), both within the relative tolerance ``gap`` (default
@@ -39,7 +38,8 @@ from palopt.instance import Instance
 from palopt.result import PlacementResult, Status
 from palopt.solvers.base import build_result
 from palopt.solvers.bounds import lower_bound
-from palopt.solvers.exact.model import SparseModel, build_master, build_model
+from palopt.solvers.exact.model import SparseModel, build_model
+from palopt.solvers.exact.refine import reoptimise_regions
 from palopt.solvers.exact.search import improve
 from palopt.solvers.greedy import greedy_assignment, round_cost
 from palopt.solvers.round import MODES, Round, make_round
@@ -69,18 +69,6 @@ class BackendAnswer:
     status: str
     solution: np.ndarray | None
     bound: float | None
-
-
-def rows_satisfied(model: SparseModel, solution: np.ndarray) -> bool:
-    """Whether an integer solution satisfies every bound and row of ``model``."""
-    sol = np.rint(solution).astype(np.int64)
-    if (sol < np.asarray(model.lower)).any() or (sol > np.asarray(model.upper)).any():
-        return False
-    for idx, coef, lo, hi in model.rows:
-        value = int(np.dot(sol[idx], coef))
-        if value < lo or value > hi:
-            return False
-    return True
 
 
 class ExactSolver:
@@ -199,7 +187,7 @@ class ExactSolver:
         if answer.solution is None:
             return None
         inst = rnd.instance
-        if rows_satisfied(sp, answer.solution):
+        if sp.satisfied(answer.solution):
             chosen = decode(answer.solution)
             full = {inst.queue[p].id: g for p, g in {**rnd.fixed, **chosen}.items()}
             if set(chosen) == set(rnd.open_positions) and not check_feasible(inst, full):
@@ -252,7 +240,7 @@ class ExactSolver:
         if self.formulation == "columns" and importlib.util.find_spec("highspy") is not None:
             from palopt.solvers.exact.colgen import column_generation, round_columns
 
-            cg = column_generation(rnd, best, 0.45 * left())
+            cg = column_generation(rnd, best, 0.35 * limit)
             bound = max(bound, cg.bound)
             settings.update(
                 cg_iterations=cg.iterations,
@@ -260,21 +248,25 @@ class ExactSolver:
                 cg_columns=sum(len(c) for c in cg.columns.values()),
             )
             if rnd.multi:
-                chosen = round_columns(rnd, cg)
-                if round_cost(instance, chosen) < ub:
-                    best, ub, source = chosen, round_cost(instance, chosen), "rounding"
                 target = bound + self.gap * abs(bound)
-                budget = (0.4 if cg.converged else 0.8) * left()
-                chosen = improve(rnd, best, budget, seed, target) if ub > target else best
-                if round_cost(instance, chosen) < ub:
-                    best, ub, source = chosen, round_cost(instance, chosen), f"search+{source}"
-                master = build_master(rnd, cg.columns, self.scale)
-                start = master.start(best) if self.warm_start else None
-                share = 0.5 if cg.converged else 1.0
-                answer = self.run(master.sparse, start, share * left(), seed)
-                solved = self._checked(rnd, master.sparse, answer, master.decode)
-                if solved is not None and round_cost(instance, solved) < ub:
-                    best, ub, source = solved, round_cost(instance, solved), "master"
+                steps = (
+                    ("rounding", lambda b, t: round_columns(rnd, cg), 0.0),
+                    ("search", lambda b, t: improve(rnd, b, t, seed, target), 0.1 * limit),
+                    (
+                        "regions",
+                        lambda b, t: reoptimise_regions(
+                            rnd, b, self.run, self.scale, t, seed, target
+                        ),
+                        0.25 * limit if cg.converged else limit,
+                    ),
+                )
+                for label, step, budget in steps:
+                    if ub <= target:
+                        break
+                    chosen = step(best, min(budget, left()))
+                    if round_cost(instance, chosen) < ub:
+                        best, ub = chosen, round_cost(instance, chosen)
+                        source = f"{label}+{source}"
             settings["best_from"] = source
             if ub - bound <= self.gap * abs(ub):
                 settings["proof"] = "configuration-LP bound"

@@ -1,0 +1,158 @@
+"""Region re-optimisation: solve small parts of a placement exactly with the back end.
+
+A step picks a *region*, a few groups of the tier below the cluster (racks, or servers when a
+rack is too large) holding about ``region_gpus`` GPUs, frees every job with a GPU in it, and
+solves the exact model of :mod:`palopt.solvers.exact.model` for those jobs on their GPUs and the
+region's free ones, started from their current placement. The sub-model is small (a 64-GPU
+region is solved to optimality in well under a second), so the step moves multi-GPU jobs
+between servers and racks in ways a greedy re-placement does not find. The placement is kept
+when the back end's solution is valid and cheaper. Regions are visited in a seeded random order;
+after a whole pass without gain the regions double in size, and the search stops when a pass
+over the whole cluster gains nothing, or at the time limit.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from palopt.solvers.exact.model import SparseModel, build_model
+from palopt.solvers.greedy import dense_groups, round_cost
+from palopt.solvers.round import Round
+
+__all__ = ["reoptimise_regions", "regions"]
+
+#: A back end: (model, start or None, seconds, seed) -> an answer with ``.solution``.
+Backend = Callable[[SparseModel, "np.ndarray | None", float, int], Any]
+
+
+def regions(rnd: Round, region_gpus: int = 64) -> list[np.ndarray]:
+    """Cover the round's free GPUs with regions of about ``region_gpus`` GPUs.
+
+    Groups of the highest tier below the cluster whose groups hold at most ``region_gpus`` GPUs
+    are taken in order and merged, neighbours together, until a region reaches that size.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        Boolean masks over the topology's GPUs, each holding free GPUs.
+    """
+    groups = dense_groups(rnd.instance)
+    free = np.flatnonzero(rnd.free)
+    tier = 0
+    for t in range(len(groups) - 1):
+        if np.bincount(groups[t][free]).max() <= region_gpus:
+            tier = t
+    out: list[np.ndarray] = []
+    current = np.zeros_like(rnd.free)
+    for g in np.unique(groups[tier][free]):
+        current |= rnd.free & (groups[tier] == g)
+        if current.sum() >= region_gpus:
+            out.append(current)
+            current = np.zeros_like(rnd.free)
+    if current.any():
+        out.append(current)
+    return out
+
+
+def reoptimise_regions(
+    rnd: Round,
+    chosen: dict[int, np.ndarray],
+    run: Backend,
+    scale: float,
+    time_limit: float,
+    seed: int = 0,
+    target: float = -np.inf,
+    region_gpus: int = 32,
+    step_limit: float = 0.5,
+) -> dict[int, np.ndarray]:
+    """Improve ``chosen`` by solving regions exactly (see the module documentation).
+
+    Parameters
+    ----------
+    rnd : Round
+    chosen : dict
+        A placement of every open position (queue position -> GPUs).
+    run : callable
+        The back end, ``run(model, start, seconds, seed)`` returning an answer whose
+        ``solution`` is an integer vector or ``None``.
+    scale : float
+        Cost scaling of the sub-models.
+    time_limit : float
+        Seconds in all.
+    seed : int
+        Order of the regions.
+    target : float
+        Stop once the round's cost is at most this (e.g. a lower bound).
+    region_gpus : int
+        About how many GPUs a region holds.
+    step_limit : float
+        Seconds at most per sub-model of ``region_gpus`` GPUs (in proportion for larger ones).
+
+    Returns
+    -------
+    dict
+        A placement of the same jobs costing no more than ``chosen``.
+    """
+    started = time.perf_counter()
+    inst = rnd.instance
+    best = dict(chosen)
+    total = round_cost(inst, best)
+    owner = np.full(inst.topology.n_gpus, -1, dtype=np.int64)
+    for p, g in best.items():
+        owner[g] = p
+    rng = np.random.default_rng(seed)
+    size = region_gpus
+    areas = _shuffled(regions(rnd, size), rng)
+    visits = stale = 0  # stale: regions visited since the last improvement
+    while total > target and time_limit - (time.perf_counter() - started) > 0.05:
+        if stale >= len(areas):  # a whole pass without gain: larger regions
+            if len(areas) == 1:
+                break
+            size *= 2
+            areas = _shuffled(regions(rnd, size), rng)
+            visits = stale = 0
+        area = areas[visits % len(areas)]
+        visits += 1
+        stale += 1
+        left = time_limit - (time.perf_counter() - started)
+        jobs = tuple(sorted(int(p) for p in np.unique(owner[area]) if p >= 0))
+        if not any(inst.queue[p].num_gpus > 1 for p in jobs):
+            continue
+        free = area.copy()
+        for p in jobs:
+            free[best[p]] = True
+        free.setflags(write=False)
+        sub = Round(inst, jobs, {}, jobs, free)
+        old = round_cost(inst, {p: best[p] for p in jobs})
+        model = build_model(sub, scale, old)
+        start = model.start({p: best[p] for p in jobs}, sub)
+        answer = run(model.sparse, start, min(step_limit * size / region_gpus, left), seed)
+        if answer.solution is None or not model.sparse.satisfied(answer.solution):
+            continue
+        placed = model.decode(answer.solution)
+        if set(placed) != set(jobs) or not _disjoint_within(placed, free):
+            continue
+        new = round_cost(inst, placed)
+        if new < old - 1e-12:
+            for p in jobs:
+                owner[best[p]] = -1
+            for p, g in placed.items():
+                best[p] = g
+                owner[g] = p
+            total += new - old
+            stale = 0
+    return best
+
+
+def _disjoint_within(placed: dict[int, np.ndarray], free: np.ndarray) -> bool:
+    """Whether the GPU sets are pairwise disjoint and all inside ``free``."""
+    gpus = np.concatenate(list(placed.values()))
+    return bool(free[gpus].all()) and len(np.unique(gpus)) == len(gpus)
+
+
+def _shuffled(areas: list[np.ndarray], rng: np.random.Generator) -> list[np.ndarray]:
+    return [areas[i] for i in rng.permutation(len(areas))]
