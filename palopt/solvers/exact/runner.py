@@ -257,7 +257,7 @@ class ExactSolver:
                         lambda b, t: reoptimise_regions(
                             rnd, b, self.run, self.scale, t, seed, target
                         ),
-                        0.25 * limit if cg.converged else limit,
+                        0.1 * limit if cg.converged else limit,
                     ),
                 )
                 for label, step, budget in steps:
