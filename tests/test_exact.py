@@ -215,6 +215,33 @@ def test_deterministic_for_seed_and_workers() -> None:
     assert a.assignment() == b.assignment() and a.objective == b.objective
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_deterministic_mode_repeats_a_time_limited_solve(workers: int) -> None:
+    # A full 256-GPU round is far from solved in one second: every step runs out of its share,
+    # which the deterministic mode counts in work, not seconds.
+    inst = _sample(256, 1.0, 1)
+    runs = [
+        solve(inst, "cpsat", time_limit=1.0, seed=3, workers=workers, deterministic=True)
+        for _ in range(2)
+    ]
+    a, b = runs
+    assert a.status == Status.FEASIBLE
+    assert a.assignment() == b.assignment()
+    assert (a.objective, a.bound) == (b.objective, b.bound)
+    assert a.settings["cg_iterations"] == b.settings["cg_iterations"] == 14
+    for r in runs:
+        assert_feasible(inst, r.assignment())
+
+
+def test_milp_refuses_deterministic_mode() -> None:
+    from palopt.errors import InputError
+
+    with pytest.raises(InputError, match="milp.deterministic"):
+        get_solver("milp", deterministic=True)
+    with pytest.raises(InputError, match="cpsat.deterministic"):
+        get_solver("cpsat", deterministic="yes")
+
+
 def test_choose_mode_backfills_and_wins_the_lexicographic_key() -> None:
     topo = build_cluster(1, 2, 2)
     inst = Instance(

@@ -16,7 +16,8 @@ class CpSatSolver(ExactSolver):
     """Exact placement with CP-SAT; options as :class:`~palopt.solvers.exact.runner.ExactSolver`.
 
     The greedy placement is given as a solution hint. With ``workers > 1`` the portfolio is
-    interleaved (``interleave_search``), which keeps the search deterministic.
+    interleaved (``interleave_search``), which keeps the search deterministic. With
+    ``deterministic=True`` the time limit is CP-SAT's deterministic time.
 
     Examples
     --------
@@ -47,7 +48,10 @@ class CpSatSolver(ExactSolver):
             for var, value in zip(xs, start, strict=True):
                 m.add_hint(var, int(value))
         solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = time_limit
+        if self.deterministic:
+            solver.parameters.max_deterministic_time = time_limit
+        else:
+            solver.parameters.max_time_in_seconds = time_limit
         solver.parameters.num_workers = self.workers
         solver.parameters.random_seed = seed
         solver.parameters.relative_gap_limit = self.gap

@@ -36,7 +36,8 @@ class MilpSolver(ExactSolver):
     backend : {"cbc", "highs"}, default "cbc"
     **options
         As :class:`~palopt.solvers.exact.runner.ExactSolver`; ``warm_start`` is ignored for
-        HiGHS (never started, see the module documentation).
+        HiGHS (never started, see the module documentation); ``deterministic=True`` is
+        refused (only CP-SAT has a deterministic time limit).
 
     Examples
     --------
@@ -57,6 +58,13 @@ class MilpSolver(ExactSolver):
             raise InputError("milp.backend", backend, f"must be one of {', '.join(BACKENDS)}")
         if backend == "highs" and importlib.util.find_spec("highspy") is None:
             raise ImportError("milp backend 'highs' needs highspy: pip install 'palopt[exact]'")
+        if options.get("deterministic"):
+            raise InputError(
+                "milp.deterministic",
+                True,
+                "CBC and HiGHS have no deterministic work limit (a node limit does not bound "
+                "their root node); use the cpsat solver",
+            )
         self.backend = backend
         self.accepts_start = backend == "cbc"
         super().__init__(**options)

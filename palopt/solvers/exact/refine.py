@@ -68,6 +68,7 @@ def reoptimise_regions(
     target: float = -np.inf,
     region_gpus: int = 32,
     step_limit: float = 0.5,
+    max_steps: int | None = None,
 ) -> dict[int, np.ndarray]:
     """Improve ``chosen`` by solving regions exactly (see the module documentation).
 
@@ -91,6 +92,8 @@ def reoptimise_regions(
         About how many GPUs a region holds.
     step_limit : float
         Seconds at most per sub-model of ``region_gpus`` GPUs (in proportion for larger ones).
+    max_steps : int, optional
+        Sub-models at most (a limit that does not depend on the machine's speed).
 
     Returns
     -------
@@ -107,8 +110,12 @@ def reoptimise_regions(
     rng = np.random.default_rng(seed)
     size = region_gpus
     areas = _shuffled(regions(rnd, size), rng)
-    visits = stale = 0  # stale: regions visited since the last improvement
-    while total > target and time_limit - (time.perf_counter() - started) > 0.05:
+    visits = stale = visits_all = 0  # stale: regions visited since the last improvement
+    while (
+        total > target
+        and (max_steps is None or visits_all < max_steps)
+        and time_limit - (time.perf_counter() - started) > 0.05
+    ):
         if stale >= len(areas):  # a whole pass without gain: larger regions
             if len(areas) == 1:
                 break
@@ -122,6 +129,7 @@ def reoptimise_regions(
         jobs = tuple(sorted(int(p) for p in np.unique(owner[area]) if p >= 0))
         if not any(inst.queue[p].num_gpus > 1 for p in jobs):
             continue
+        visits_all += 1
         free = area.copy()
         for p in jobs:
             free[best[p]] = True

@@ -71,6 +71,53 @@ class BackendAnswer:
     bound: float | None
 
 
+#: Work per second of the limit in deterministic mode, measured on the 2-core benchmark machine
+#: at 256 GPUs: column-generation iterations, search steps and region sub-models (each with
+#: half a second of the back end's deterministic time).
+WORK_RATES = {"cg": 40.0, "search": 500.0, "regions": 2.0}
+
+
+class Budget:
+    """The solve's time limit, handed out in shares to the steps of the flow.
+
+    By the wall clock, a share is at most the seconds left. In deterministic mode a share is
+    charged when handed out and each step turns it into a count of its own work
+    (:data:`WORK_RATES`), so no decision depends on the machine's speed.
+
+    Parameters
+    ----------
+    limit : float
+        Seconds.
+    deterministic : bool
+    """
+
+    def __init__(self, limit: float, deterministic: bool) -> None:
+        self.limit = limit
+        self.deterministic = deterministic
+        self.started = time.perf_counter()
+        self.spent = 0.0
+
+    def left(self) -> float:
+        """Seconds of the limit not yet used (or, deterministic, not yet handed out)."""
+        used = self.spent if self.deterministic else time.perf_counter() - self.started
+        return max(self.limit - used, 0.0)
+
+    def take(self, seconds: float) -> float:
+        """A share of at most ``seconds``."""
+        share = min(seconds, self.left())
+        if self.deterministic:
+            self.spent += share
+        return share
+
+    def wall(self, share: float) -> float:
+        """The wall-clock limit of a step given ``share`` (none when deterministic)."""
+        return np.inf if self.deterministic else share
+
+    def count(self, share: float, kind: str) -> int | None:
+        """The step's work limit for ``share`` (``None``, no limit, by the wall clock)."""
+        return max(1, int(WORK_RATES[kind] * share)) if self.deterministic else None
+
+
 class ExactSolver:
     """Base of the exact solvers; a back end implements :meth:`run`.
 
@@ -84,7 +131,7 @@ class ExactSolver:
         Seconds for the whole solve, unless ``solve`` is given one.
     workers : int, default 1
         Threads for the back end. Results are deterministic for a given seed and worker count
-        whenever the solve ends before the time limit.
+        whenever the solve ends before the time limit, and always with ``deterministic=True``.
     scale : float, default 1e6
         Cost scaling to integers (costs are rounded down after scaling).
     warm_start : bool, default True
@@ -96,6 +143,11 @@ class ExactSolver:
         Relative optimality tolerance: a placement is reported ``optimal`` when its cost is
         proven within ``gap`` of the optimum (costs are floats measured to a few digits; this
         keeps back ends from spending their time separating near-equal placements).
+    deterministic : bool, default False
+        Spend the time limit as a *work* budget, counted in steps instead of seconds (see
+        :class:`Budget`), and give the back end a deterministic time limit (CP-SAT only): the
+        result is then the same for a given seed and worker count however busy the machine,
+        and the solve may take more or less than the limit.
     """
 
     name = "exact"
@@ -110,6 +162,7 @@ class ExactSolver:
         "warm_start",
         "formulation",
         "gap",
+        "deterministic",
     )
 
     @classmethod
@@ -138,6 +191,7 @@ class ExactSolver:
         warm_start: bool = True,
         formulation: str = "columns",
         gap: float = DEFAULT_GAP,
+        deterministic: bool = False,
     ) -> None:
         if mode not in MODES:
             raise InputError(f"{self.name}.mode", mode, f"must be one of {', '.join(MODES)}")
@@ -161,6 +215,9 @@ class ExactSolver:
             raise InputError(f"{self.name}.gap", gap, "must be a number in [0, 1)")
         self.formulation = formulation
         self.gap = float(gap)
+        if not isinstance(deterministic, bool):
+            raise InputError(f"{self.name}.deterministic", deterministic, "must be true or false")
+        self.deterministic = deterministic
 
     def settings(self) -> dict[str, Any]:
         """The solver's configuration, as reported in results."""
@@ -172,6 +229,7 @@ class ExactSolver:
             "warm_start": self.warm_start,
             "formulation": self.formulation,
             "gap": self.gap,
+            "deterministic": self.deterministic,
         }
 
     def run(
@@ -213,8 +271,7 @@ class ExactSolver:
             if p not in selected
         }
 
-        def left() -> float:
-            return max(limit - (time.perf_counter() - started), 0.05)
+        budget = Budget(float(limit), self.deterministic)
 
         def finish(chosen: dict[int, np.ndarray], status: str, bound: float) -> PlacementResult:
             result = build_result(
@@ -240,7 +297,10 @@ class ExactSolver:
         if self.formulation == "columns" and importlib.util.find_spec("highspy") is not None:
             from palopt.solvers.exact.colgen import column_generation, round_columns
 
-            cg = column_generation(rnd, best, 0.35 * limit)
+            share = budget.take(0.35 * limit)
+            cg = column_generation(
+                rnd, best, budget.wall(share), max_iterations=budget.count(share, "cg") or 500
+            )
             bound = max(bound, cg.bound)
             settings.update(
                 cg_iterations=cg.iterations,
@@ -251,19 +311,37 @@ class ExactSolver:
                 target = bound + self.gap * abs(bound)
                 steps = (
                     ("rounding", lambda b, t: round_columns(rnd, cg), 0.0),
-                    ("search", lambda b, t: improve(rnd, b, t, seed, target), 0.1 * limit),
+                    (
+                        "search",
+                        lambda b, t: improve(
+                            rnd,
+                            b,
+                            budget.wall(t),
+                            seed,
+                            target,
+                            max_steps=budget.count(t, "search"),
+                        ),
+                        0.1 * limit,
+                    ),
                     (
                         "regions",
                         lambda b, t: reoptimise_regions(
-                            rnd, b, self.run, self.scale, t, seed, target
+                            rnd,
+                            b,
+                            self.run,
+                            self.scale,
+                            budget.wall(t),
+                            seed,
+                            target,
+                            max_steps=budget.count(t, "regions"),
                         ),
                         0.1 * limit if cg.converged else limit,
                     ),
                 )
-                for label, step, budget in steps:
+                for label, step, share in steps:
                     if ub <= target:
                         break
-                    chosen = step(best, min(budget, left()))
+                    chosen = step(best, budget.take(share))
                     if round_cost(instance, chosen) < ub:
                         best, ub = chosen, round_cost(instance, chosen)
                         source = f"{label}+{source}"
@@ -271,7 +349,7 @@ class ExactSolver:
             if ub - bound <= self.gap * abs(ub):
                 settings["proof"] = "configuration-LP bound"
                 return finish(best, Status.OPTIMAL, bound)
-            if not cg.converged or left() < 0.1 * limit:
+            if not cg.converged or budget.left() < 0.1 * limit:
                 # Without a converged bound the compact model is too large to help in time.
                 return finish(best, Status.FEASIBLE, bound)
         fixing = cg if cg is not None and cg.converged else None
@@ -283,7 +361,7 @@ class ExactSolver:
             n_patterns=model.n_patterns,
             n_gpu_types=len(model.type_gpus),
         )
-        answer = self.run(model.sparse, start, left(), seed)
+        answer = self.run(model.sparse, start, max(budget.take(budget.left()), 0.05), seed)
         decoded = self._checked(rnd, model.sparse, answer, model.decode)
         status = answer.status
         if decoded is None and status in (Status.OPTIMAL, Status.FEASIBLE):

@@ -25,6 +25,7 @@ def improve(
     seed: int = 0,
     target: float = -np.inf,
     patience: int | None = None,
+    max_steps: int | None = None,
 ) -> dict[int, np.ndarray]:
     """Improve ``chosen`` (open position -> GPUs) for at most ``time_limit`` seconds.
 
@@ -41,6 +42,8 @@ def improve(
     patience : int, optional
         Stop after this many steps in a row without improvement (default: 20 per multi-GPU
         job, at least 100).
+    max_steps : int, optional
+        Stop after this many steps (a limit that does not depend on the machine's speed).
 
     Returns
     -------
@@ -63,9 +66,15 @@ def improve(
         owner[g] = p
     patience = max(100, 20 * len(multi)) if patience is None else patience
     total = sum(cost.values())
-    stall = 0
-    while stall < patience and total > target and time.perf_counter() - started < time_limit:
+    stall = steps = 0
+    while (
+        stall < patience
+        and total > target
+        and (max_steps is None or steps < max_steps)
+        and time.perf_counter() - started < time_limit
+    ):
         stall += 1
+        steps += 1
         t = int(rng.integers(len(groups)))
         anchor = int(rng.choice(np.flatnonzero(rnd.free)))
         region = groups[t] == groups[t][anchor]
