@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from palopt import Instance, Job, build_cluster, solve
 from palopt.bench.families import Family, make_instance, sample_slowdowns
@@ -14,6 +16,7 @@ from palopt.bench.runner import SolverSpec, run_instance
 from palopt.cli import main
 from palopt.cost import assert_feasible
 from palopt.solvers.bounds import lower_bound
+from palopt.solvers.greedy import PACKING, GreedyPlacer, round_cost
 from palopt.solvers.round import admitted_prefix, make_round
 
 
@@ -49,6 +52,57 @@ def test_greedy_takes_the_cheapest_tier() -> None:
     r = solve(inst, "greedy")
     assert r.assignment()["j"] == (2, 3)
     assert r.objective == pytest.approx(1.1)
+
+
+def test_packing_keeps_whole_servers_for_later_jobs() -> None:
+    # One rack of four 8-GPU servers; each server's first three GPUs are a little faster. A
+    # 12-GPU job on its 12 fastest GPUs touches all four servers and leaves no whole server for
+    # the 8-GPU job after it; packing takes one server and a half, and both later jobs fit.
+    topo = build_cluster(1, 4, 8)
+    sd = np.tile([1.0, 1.0, 1.0, 1.01, 1.01, 1.01, 1.01, 1.01], 4)[None, :]
+    queue = (Job("big", 12, "A"), Job("eight", 8, "A"), Job("four", 4, "A"))
+    inst = Instance(topo, ("A",), sd, np.array([[1.0, 1.7, 2.0]]), queue)
+    rnd = make_round(inst)
+    order = list(rnd.open_positions)
+    plain = GreedyPlacer(rnd).place(order)
+    packed = GreedyPlacer(rnd, packing=PACKING).place(order)
+    servers = topo.groups[topo.server_tier]
+    assert len(np.unique(servers[plain[1][0]])) == 4
+    assert len(np.unique(servers[packed[1][0]])) == 2
+    assert packed[0] < plain[0]
+    assert len(np.unique(servers[packed[1][1]])) == 1  # the 8-GPU job gets a whole server
+    r = solve(inst, "greedy")
+    assert_feasible(inst, r.assignment())
+    assert r.objective == pytest.approx(packed[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    shape=st.sampled_from([(1, 4, 2), (2, 2, 4), (2, 4, 4), (3, 2, 8)]),
+    seed=st.integers(0, 10**6),
+    k=st.integers(1, 12),
+    busy_share=st.sampled_from([0.0, 0.3, 0.6]),
+)
+def test_packing_stays_within_its_slack(
+    shape: tuple[int, int, int], seed: int, k: int, busy_share: float
+) -> None:
+    topo = build_cluster(*shape)
+    rng = np.random.default_rng(seed)
+    n = topo.n_gpus
+    sd = rng.choice([0.95, 1.0, 1.02, 1.04, 1.3], size=(2, n))
+    busy = rng.random(n) < busy_share
+    inst = Instance(topo, ("A", "B"), sd, np.array([[1.0, 1.7, 2.0]] * 2), (), busy)
+    rnd = make_round(inst)
+    free = ~busy
+    if k > free.sum():
+        return
+    for c in (0, 1):
+        cheapest, _ = GreedyPlacer(rnd).best(free, c, k)
+        cost, gpus = GreedyPlacer(rnd, packing=PACKING).best(free, c, k)
+        assert len(np.unique(gpus)) == k and free[gpus].all()
+        tier = topo.tier_index(gpus)
+        assert cost == pytest.approx(float(sd[c, gpus].max() * inst.penalty[c, tier]))
+        assert cheapest <= cost <= cheapest * (1 + PACKING) + 1e-12
 
 
 def test_greedy_scales_to_4096_gpus() -> None:

@@ -210,7 +210,7 @@ def column_generation(
     time_limit: float,
     max_iterations: int = 500,
     tolerance: float = 1e-7,
-    smoothing: float = 0.5,
+    smoothing: float = 0.8,
     seed_columns: dict[int, list[tuple[np.ndarray, float]]] | None = None,
 ) -> ColumnGeneration:
     """Solve the configuration LP of ``rnd``'s open jobs by column generation (HiGHS).
