@@ -16,7 +16,7 @@ from palopt.bench.runner import SolverSpec, run_instance
 from palopt.cli import main
 from palopt.cost import assert_feasible
 from palopt.solvers.bounds import lower_bound
-from palopt.solvers.greedy import PACKING, GreedyPlacer, round_cost
+from palopt.solvers.greedy import PACKING, GreedyPlacer
 from palopt.solvers.round import admitted_prefix, make_round
 
 
