@@ -7,7 +7,7 @@
    read off the LP (rounding), the best so far is improved by large-neighbourhood search
    (:mod:`palopt.solvers.exact.search`, 10% of the limit), then by solving regions of the
    cluster exactly with the back end (:mod:`palopt.solvers.exact.refine`: the rest of the time,
-   or 25% of the limit when the column generation converged). Each step stops early once the
+   or 10% of the limit when the column generation converged). Each step stops early once the
    cost meets the bound, which proves it optimal.
 4. Otherwise, after a converged column generation with time left (and always with
    ``formulation="compact"``), the back end solves the exact pattern model of
