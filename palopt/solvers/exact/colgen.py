@@ -25,6 +25,7 @@ from __future__ import annotations
 import heapq
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -212,6 +213,7 @@ def column_generation(
     tolerance: float = 1e-7,
     smoothing: float = 0.8,
     seed_columns: dict[int, list[tuple[np.ndarray, float]]] | None = None,
+    purge_at: float = 4.0,
 ) -> ColumnGeneration:
     """Solve the configuration LP of ``rnd``'s open jobs by column generation (HiGHS).
 
@@ -229,6 +231,10 @@ def column_generation(
         Weight of the best prices so far in the pricing prices (0 turns smoothing off).
     seed_columns : dict, optional
         More first columns (queue position -> (GPUs, cost)); those on GPUs not free are skipped.
+    purge_at : float
+        When the master holds more job columns than this many times its rows, the unused half
+        with the largest reduced costs leaves the LP (HiGHS's re-solve time grows with the
+        columns, not with the few pivots a new column needs). They stay in ``columns``.
 
     Returns
     -------
@@ -268,7 +274,9 @@ def column_generation(
                 np.ones(2),
             )
     columns: dict[int, list[tuple[np.ndarray, float]]] = {p: [] for p in multi}
-    owner: list[int] = []  # queue position of each master column, in the order added
+    # (queue position, index in columns[position]) of each job column in the master, in order
+    in_master: list[tuple[int, int]] = []
+    n_single = n_comm * n_free
     cls = inst.job_class_indices()
 
     def add_column(j: int, gpus_pos: np.ndarray) -> None:
@@ -284,7 +292,7 @@ def column_generation(
         rows = np.r_[j, cap_row + np.sort(gpus_pos)].astype(np.int32)
         h.addCol(cost, 0.0, inf, len(rows), rows, np.ones(len(rows)))
         columns[pos].append((np.sort(gpus), cost))
-        owner.append(pos)
+        in_master.append((pos, len(columns[pos]) - 1))
 
     for j, pos in enumerate(multi):
         add_column(j, np.array([pos_of[int(g)] for g in start[pos]]))
@@ -323,15 +331,37 @@ def column_generation(
             break
         if last:
             break
+        if len(in_master) > purge_at * len(row_lo):
+            in_master = _purge(h, n_single, in_master, len(row_lo))
         for j, chosen in new:
             add_column(j, chosen)
     single_rc = single_cost - nu[:, None] + p[None, :] if n_comm else np.zeros((0, n_free))
-    col_value = np.asarray(h.getSolution().col_value)[n_comm * n_free :]
-    owners = np.array(owner, dtype=np.int64)
-    weights = {pos: col_value[owners == pos] for pos in multi}
+    col_value = np.asarray(h.getSolution().col_value)[n_single:]
+    weights = {pos: np.zeros(len(columns[pos])) for pos in multi}
+    for (pos, i), v in zip(in_master, col_value, strict=True):
+        weights[pos][i] += v
     return ColumnGeneration(
         bound, lp_value, converged, columns, weights, single_rc, it, pricer, mu, p
     )
+
+
+def _purge(
+    h: Any, n_single: int, in_master: list[tuple[int, int]], n_rows: int
+) -> list[tuple[int, int]]:
+    """Delete from the master the unused job columns beyond ``2 * n_rows`` with the largest
+    reduced costs; returns the columns left, in order."""
+    sol = h.getSolution()
+    value = np.asarray(sol.col_value)[n_single:]
+    rc = np.asarray(sol.col_dual)[n_single:]
+    unused = np.flatnonzero(value <= 1e-9)
+    n_drop = len(in_master) - 2 * n_rows
+    if n_drop <= 0 or not len(unused):
+        return in_master
+    drop = unused[np.argsort(-rc[unused], kind="stable")[:n_drop]]
+    h.deleteCols(len(drop), (n_single + np.sort(drop)).astype(np.int32))
+    keep = np.ones(len(in_master), dtype=bool)
+    keep[drop] = False
+    return [c for c, k in zip(in_master, keep, strict=True) if k]
 
 
 def round_columns(rnd: Round, cg: ColumnGeneration) -> dict[int, np.ndarray]:
