@@ -7,8 +7,9 @@ region's free ones, started from their current placement. The sub-model is small
 region is solved to optimality in well under a second), so the step moves multi-GPU jobs
 between servers and racks in ways a greedy re-placement does not find. The placement is kept
 when the back end's solution is valid and cheaper. Regions are visited in a seeded random order;
-after a whole pass without gain the regions double in size, and the search stops when a pass
-over the whole cluster gains nothing, or at the time limit.
+after a whole pass without gain the regions double in size, and the search stops when one
+region would hold the whole round (that is the exact model of the whole round), or at the time
+limit.
 """
 
 from __future__ import annotations
@@ -117,11 +118,11 @@ def reoptimise_regions(
         and time_limit - (time.perf_counter() - started) > 0.05
     ):
         if stale >= len(areas):  # a whole pass without gain: larger regions
-            if len(areas) == 1:
-                break
             size *= 2
             areas = _shuffled(regions(rnd, size), rng)
             visits = stale = 0
+        if len(areas) == 1:  # the whole round: the caller's exact model, not a region
+            break
         area = areas[visits % len(areas)]
         visits += 1
         stale += 1

@@ -6,9 +6,10 @@
    configuration-LP bound and a pool of good GPU sets (up to 35% of the limit); a placement is
    read off the LP (rounding), the best so far is improved by large-neighbourhood search
    (:mod:`palopt.solvers.exact.search`, 10% of the limit), then by solving regions of the
-   cluster exactly with the back end (:mod:`palopt.solvers.exact.refine`: the rest of the time,
-   or 10% of the limit when the column generation converged). Each step stops early once the
-   cost meets the bound, which proves it optimal.
+   cluster exactly with the back end (:mod:`palopt.solvers.exact.refine`: until regions would
+   cover the whole round; at most the rest of the time, or half the limit when the column
+   generation converged). Each step stops early once the cost meets the bound, which proves it
+   optimal.
 4. Otherwise, after a converged column generation with time left (and always with
    ``formulation="compact"``), the back end solves the exact pattern model of
    :mod:`palopt.solvers.exact.model` for the whole round, shrunk by the upper bound and by
@@ -335,7 +336,7 @@ class ExactSolver:
                             target,
                             max_steps=budget.count(t, "regions"),
                         ),
-                        0.1 * limit if cg.converged else limit,
+                        0.5 * limit if cg.converged else limit,
                     ),
                 )
                 for label, step, share in steps:
