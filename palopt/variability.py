@@ -26,7 +26,8 @@ Assigning to a cluster
 ----------------------
 :func:`assign_profile` gives each GPU of a :class:`~palopt.topology.Topology` the whole column of
 one measured GPU (all its classes together), drawn with an explicit seed without replacement
-(or in profile order without a seed); ``by="server"`` draws whole measured servers instead, so
+(``replace=True``: with replacement, to fill a cluster larger than the profile; in profile order
+without a seed); ``by="server"`` draws whole measured servers instead, so
 GPUs that share a cluster server shared a real one (the 384 Longhorn GPUs are 96 whole servers
 of 4). ``missing="drop"`` draws only GPUs measured in every class;
 ``missing="median"`` draws from every GPU and counts an unmeasured class as the median GPU
@@ -525,6 +526,7 @@ def assign_profile(
     seed: int | None,
     missing: str = "drop",
     by: str = "gpu",
+    replace: bool = False,
 ) -> VariabilityProfile:
     """Give every GPU of a cluster the measured values of one profile GPU, all classes together.
 
@@ -548,6 +550,9 @@ def assign_profile(
         effect such as cooling). A GPU's measured server is its key without the last ``-`` part
         (``c005-4-3`` is on ``c005-4``); each cluster server of ``m`` GPUs takes a distinct
         measured server with at least ``m`` eligible GPUs, and its first ``m`` of them.
+    replace : bool, default False
+        ``by="gpu"`` with a seed: draw profile GPUs with replacement, so a small profile can
+        fill a large cluster (benchmark families of up to 4,096 GPUs from 64 measured ones).
 
     Returns
     -------
@@ -574,6 +579,8 @@ def assign_profile(
         raise InputError("by", by, "must be 'gpu' or 'server'")
     if missing == "sample" and seed is None:
         raise InputError("seed", None, "missing='sample' draws values and needs a seed")
+    if replace and (seed is None or by != "gpu"):
+        raise InputError("replace", True, "draws with replacement need a seed and by='gpu'")
     eligible = (
         np.flatnonzero(profile.complete()) if missing == "drop" else np.arange(profile.n_gpus)
     )
@@ -581,11 +588,11 @@ def assign_profile(
     rng = np.random.default_rng(seed)
     n = topology.n_gpus
     if by == "gpu":
-        if len(eligible) < n:
+        if (len(eligible) < n and not replace) or not len(eligible):
             raise InputError(
                 "profile", f"{len(eligible)} eligible GPUs", f"the cluster has {n} GPUs{hint}"
             )
-        chosen = eligible[:n] if seed is None else rng.choice(eligible, size=n, replace=False)
+        chosen = eligible[:n] if seed is None else rng.choice(eligible, size=n, replace=replace)
     else:
         chosen = _draw_servers(profile, topology, eligible, rng if seed is not None else None, hint)
     values = profile.values[:, chosen].copy()
@@ -605,6 +612,7 @@ def assign_profile(
             measured = profile.values[c][~np.isnan(profile.values[c])]
             values[c, hole] = rng.choice(measured, size=int(hole.sum()), replace=True)
     how = "in profile order" if seed is None else f"drawn with seed {seed}"
+    how += " with replacement" if replace else ""
     note = f"{profile.source}; {n} GPUs {how} by {by}, missing={missing}"
     return VariabilityProfile(
         profile.classes, topology.gpu_ids, values, note, tuple(profile.gpus[i] for i in chosen)

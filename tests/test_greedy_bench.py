@@ -116,8 +116,9 @@ def test_greedy_scales_to_4096_gpus() -> None:
 
 def test_slowdown_profiles_are_deterministic_and_positive() -> None:
     for profile in ("longhorn", "synthetic"):
-        a = sample_slowdowns(100, profile, np.random.default_rng(1))
-        b = sample_slowdowns(100, profile, np.random.default_rng(1))
+        topo = build_cluster(1, 25, 4)
+        a = sample_slowdowns(topo, profile, np.random.default_rng(1))
+        b = sample_slowdowns(topo, profile, np.random.default_rng(1))
         assert a.shape == (4, 100) and (a > 0).all() and np.array_equal(a, b)
 
 

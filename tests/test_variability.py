@@ -334,3 +334,17 @@ def test_cli_show_bad_files(tmp_path: Path, capsys, content: str, expect: str) -
 def test_cli_missing_file(tmp_path: Path, capsys) -> None:
     assert main(["profile", "show", str(tmp_path / "nope.json")]) == 2
     assert "nope.json" in capsys.readouterr().err
+
+
+def test_assign_profile_with_replacement_fills_a_larger_cluster() -> None:
+    p = VariabilityProfile(("A", "B"), ("x", "y"), np.array([[1.0, 1.1], [0.9, 1.3]]))
+    topo = build_cluster(1, 2, 4)
+    with pytest.raises(InputError, match="eligible GPUs"):
+        assign_profile(p, topo, seed=1)
+    out = assign_profile(p, topo, seed=1, replace=True)
+    assert set(out.origin) <= {"x", "y"} and len(out.origin) == 8
+    for g, origin in enumerate(out.origin):  # classes of one measured GPU stay together
+        assert list(out.values[:, g]) == list(p.values[:, p.gpus.index(origin)])
+    for bad in ({"seed": None}, {"seed": 1, "by": "server"}):
+        with pytest.raises(InputError, match="replace"):
+            assign_profile(p, topo, replace=True, **bad)

@@ -2,7 +2,8 @@
 
 Slowdown profiles come from one function, :func:`sample_slowdowns`: ``longhorn`` resamples the
 per-GPU slowdowns of the artifact's 64-GPU cluster (real Longhorn-derived V100 profiles, four
-classes per GPU kept together), ``synthetic`` draws a lognormal spread with a few slow outliers.
+classes per GPU kept together) with :func:`palopt.variability.assign_profile`, ``synthetic``
+draws a lognormal spread with a few slow outliers.
 Job sizes and classes are resampled from the Sia-Philly traces (mostly 1 GPU, some 4 to 48).
 """
 
@@ -18,7 +19,8 @@ import numpy as np
 
 from palopt.errors import InputError
 from palopt.instance import Instance, Job, penalty_matrix
-from palopt.topology import build_cluster
+from palopt.topology import Topology, build_cluster
+from palopt.variability import VariabilityProfile, assign_profile, load_artifact_table
 from palopt.workloads import load_workloads
 
 __all__ = [
@@ -69,10 +71,8 @@ class Family:
 
 
 @lru_cache(maxsize=4)
-def _longhorn_rows(path: str) -> np.ndarray:
-    with open(path, newline="", encoding="utf-8") as fh:
-        rows = list(csv.DictReader(fh))
-    return np.array([[float(r[f"PerfVar_{c}"]) for c in CLASSES] for r in rows]).T
+def _artifact_profile(path: str) -> VariabilityProfile:
+    return load_artifact_table(path).select(CLASSES)
 
 
 @lru_cache(maxsize=4)
@@ -87,12 +87,15 @@ def _philly_jobs(folder: str) -> tuple[np.ndarray, np.ndarray]:
     return np.array(sizes), np.array(classes)
 
 
-def sample_slowdowns(n_gpus: int, profile: str, rng: np.random.Generator) -> np.ndarray:
+def sample_slowdowns(topology: Topology, profile: str, rng: np.random.Generator) -> np.ndarray:
     """Slowdowns ``(len(CLASSES), n_gpus)`` for a simulated cluster.
+
+    ``longhorn`` goes through :mod:`palopt.variability`: the artifact's 64-GPU table, each cluster
+    GPU drawn with replacement (all four classes of one measured GPU together).
 
     Parameters
     ----------
-    n_gpus : int
+    topology : Topology
     profile : {"longhorn", "synthetic"}
     rng : numpy.random.Generator
 
@@ -101,12 +104,13 @@ def sample_slowdowns(n_gpus: int, profile: str, rng: np.random.Generator) -> np.
     InputError
         For an unknown profile, or a missing data file.
     """
+    n_gpus = topology.n_gpus
     if profile == "longhorn":
         path = data_dir() / "pal-artifact" / "sim-64gpu-cluster.csv"
         if not path.is_file():
             raise InputError("profile", str(path), "Longhorn profile file not found")
-        rows = _longhorn_rows(str(path))
-        return rows[:, rng.integers(0, rows.shape[1], n_gpus)]
+        seed = int(rng.integers(2**63))
+        return assign_profile(_artifact_profile(str(path)), topology, seed, replace=True).values
     if profile == "synthetic":
         base = rng.normal(0.0, 0.04, n_gpus)
         sd = np.exp(base + rng.normal(0.0, 0.02, (len(CLASSES), n_gpus)))
@@ -154,7 +158,7 @@ def make_instance(family: Family, seed: int) -> Instance:
     return Instance(
         topo,
         CLASSES,
-        sample_slowdowns(topo.n_gpus, family.profile, rng),
+        sample_slowdowns(topo, family.profile, rng),
         penalty_matrix(topo, CLASSES, pen),
         tuple(sample_jobs(topo.n_gpus, family.load, rng)),
     )
