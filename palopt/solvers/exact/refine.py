@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from palopt.solvers.exact.model import SparseModel, build_model
+from palopt.solvers.exact.search import Incumbent
 from palopt.solvers.greedy import dense_groups, round_cost
 from palopt.solvers.round import Round
 
@@ -103,11 +104,9 @@ def reoptimise_regions(
     """
     started = time.perf_counter()
     inst = rnd.instance
-    best = dict(chosen)
+    inc = Incumbent(inst.topology.n_gpus, chosen)
+    best = inc.best
     total = round_cost(inst, best)
-    owner = np.full(inst.topology.n_gpus, -1, dtype=np.int64)
-    for p, g in best.items():
-        owner[g] = p
     rng = np.random.default_rng(seed)
     size = region_gpus
     areas = _shuffled(regions(rnd, size), rng)
@@ -127,7 +126,7 @@ def reoptimise_regions(
         visits += 1
         stale += 1
         left = time_limit - (time.perf_counter() - started)
-        jobs = tuple(sorted(int(p) for p in np.unique(owner[area]) if p >= 0))
+        jobs = tuple(sorted(inc.jobs_on(area)))
         if not any(inst.queue[p].num_gpus > 1 for p in jobs):
             continue
         visits_all += 1
@@ -147,11 +146,7 @@ def reoptimise_regions(
             continue
         new = round_cost(inst, placed)
         if new < old - 1e-12:
-            for p in jobs:
-                owner[best[p]] = -1
-            for p, g in placed.items():
-                best[p] = g
-                owner[g] = p
+            inc.move(placed)
             total += new - old
             stale = 0
     return best

@@ -15,7 +15,36 @@ import numpy as np
 from palopt.solvers.greedy import GreedyPlacer, dense_groups, round_cost
 from palopt.solvers.round import Round
 
-__all__ = ["improve"]
+__all__ = ["improve", "Incumbent"]
+
+
+class Incumbent:
+    """A placement being improved: queue position -> GPUs, and each GPU's job (-1 if none).
+
+    Parameters
+    ----------
+    n_gpus : int
+    chosen : dict
+        Queue position -> GPU indices.
+    """
+
+    def __init__(self, n_gpus: int, chosen: dict[int, np.ndarray]) -> None:
+        self.best = dict(chosen)
+        self.owner = np.full(n_gpus, -1, dtype=np.int64)
+        for p, g in self.best.items():
+            self.owner[g] = p
+
+    def jobs_on(self, mask: np.ndarray) -> set[int]:
+        """Positions of the jobs with a GPU in ``mask``."""
+        return {int(p) for p in np.unique(self.owner[mask]) if p >= 0}
+
+    def move(self, placed: dict[int, np.ndarray]) -> None:
+        """Put the jobs of ``placed`` on their new GPUs (the old ones become free)."""
+        for p in placed:
+            self.owner[self.best[p]] = -1
+        for p, g in placed.items():
+            self.best[p] = g
+            self.owner[g] = p
 
 
 def improve(
@@ -59,11 +88,9 @@ def improve(
     groups = dense_groups(inst)
     q = inst.queue
     multi = list(rnd.multi)
-    best = dict(chosen)
+    inc = Incumbent(inst.topology.n_gpus, chosen)
+    best = inc.best
     cost = {p: round_cost(inst, {p: g}) for p, g in best.items()}
-    owner = np.full(inst.topology.n_gpus, -1, dtype=np.int64)
-    for p, g in best.items():
-        owner[g] = p
     patience = max(100, 20 * len(multi)) if patience is None else patience
     total = sum(cost.values())
     stall = steps = 0
@@ -78,7 +105,7 @@ def improve(
         t = int(rng.integers(len(groups)))
         anchor = int(rng.choice(np.flatnonzero(rnd.free)))
         region = groups[t] == groups[t][anchor]
-        ruined = {int(p) for p in np.unique(owner[region]) if p >= 0}
+        ruined = inc.jobs_on(region)
         ruined.update(int(p) for p in rng.choice(multi, size=min(2, len(multi)), replace=False))
         free = rnd.free.copy()
         for p, g in best.items():
@@ -90,10 +117,6 @@ def improve(
         if new_cost <= old_cost - 1e-12:
             total += new_cost - old_cost
             stall = 0
-            for p in ruined:
-                owner[best[p]] = -1
-            for p, g in placed.items():
-                best[p] = g
-                owner[g] = p
-                cost[p] = round_cost(inst, {p: g})
+            inc.move(placed)
+            cost.update((p, round_cost(inst, {p: g})) for p, g in placed.items())
     return best
