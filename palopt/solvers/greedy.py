@@ -3,13 +3,13 @@
 For each job, in turn, the candidates are, at every tier of the topology, the best group of that
 tier: the group whose ``k``-th fastest free GPU (for the job's class) is fastest, charged with the
 tier's penalty. So a job sees its best server, its best rack and its best anywhere placement, and
-takes the cheapest (the lowest tier on ties), on the ``k`` fastest free GPUs of that group. Two
-passes are tried and the cheaper placement is kept: queue order, each job on its cheapest
-placement; and largest jobs first *with packing* (a job may cost up to 5% more if that fills a
-server or a rack instead of scattering over several; see :meth:`GreedyPlacer.best`), the 1-GPU
-jobs then assigned optimally to what is left (a transportation problem, when ``highspy`` is
-installed). At half load the first pass usually wins; with the cluster full, packing matters more
-than a few percent of slowdown, and the second pass wins.
+takes the cheapest (the lowest tier on ties), on the ``k`` fastest free GPUs of that group. Three
+passes are tried and the cheapest placement is kept: queue order, each job on its cheapest
+placement; and queue order and largest jobs first *with packing* (a job may cost up to 5% more if
+that fills a server or a rack instead of scattering over several; see
+:meth:`GreedyPlacer.best`), the largest-first pass then assigning the 1-GPU jobs optimally to what
+is left (a transportation problem, when ``highspy`` is installed). At half load the first pass
+usually wins; with the cluster full, packing matters more than a few percent of slowdown.
 
 The greedy places exactly the jobs of :func:`palopt.solvers.round.make_round` (the admitted prefix,
 or the first-fit set), so its cost compares directly with the exact solvers' optimum; it is also
@@ -39,8 +39,8 @@ __all__ = [
     "PACKING",
 ]
 
-#: Cost slack of the packing pass: measured on the benchmark families (``palopt bench``), 5%
-#: halves the full-load gap of the largest-first pass and 2% or 10% do no better.
+#: Cost slack of the packing passes: measured on the benchmark families (``palopt bench``), 5%
+#: more than halves the full-load gap of the largest-first pass; 2% or 10% do no better.
 PACKING = 0.05
 
 
@@ -86,6 +86,8 @@ class GreedyPlacer:
         self.groups = dense_groups(inst)
         self.n_groups = [int(g.max()) + 1 for g in self.groups]
         self.order = [np.argsort(row, kind="stable") for row in inst.slowdown]
+        # Per tier and class: GPUs by (group, slowdown), ties by index.
+        self.by_group = [[np.lexsort((row, gid)) for row in inst.slowdown] for gid in self.groups]
 
     def best(self, free: np.ndarray, c: int, k: int) -> tuple[float, np.ndarray]:
         """Cheapest placement of a ``k``-GPU job of class ``c`` on ``free``: (cost, GPUs).
@@ -102,7 +104,6 @@ class GreedyPlacer:
             g = avail[:1]
             return float(sf[g[0]] * pen[0]), g
         best_cost, best_gpus, chosen = np.inf, avail[:k], None
-        ar = np.arange(len(avail))
         for t, gid in enumerate(self.groups):
             if self.n_groups[t] == 1:
                 cost = float(sf[avail[k - 1]] * pen[t])
@@ -110,21 +111,21 @@ class GreedyPlacer:
                     best_cost, best_gpus = cost, avail[:k]
                     chosen = (t, avail[None, :], np.array([len(avail)]), sf[avail[k - 1 : k]])
                 continue
-            g = gid[avail]
-            perm = np.argsort(g, kind="stable")
-            gs = g[perm]
+            srt = self.by_group[t][c]
+            srt = srt[free[srt]]  # free GPUs by (group, slowdown)
+            gs = gid[srt]
             start = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
             size = np.diff(np.r_[start, len(gs)])
             ok = start[size >= k]
             if not len(ok):
                 continue
-            kth = sf[avail[perm[ok + k - 1]]]
+            kth = sf[srt[ok + k - 1]]
             i = int(np.argmin(kth))
             cost = float(kth[i] * pen[t])
             if cost < best_cost:
                 best_cost = cost
-                best_gpus = avail[perm[ar[ok[i] : ok[i] + k]]]
-                chosen = (t, (avail, perm, ok), size[size >= k], kth)
+                best_gpus = srt[ok[i] : ok[i] + k]
+                chosen = (t, (srt, ok), size[size >= k], kth)
         if self.packing is None or chosen is None:
             return best_cost, best_gpus
         return self._packed(free, c, k, best_cost * (1 + self.packing), chosen)
@@ -137,10 +138,10 @@ class GreedyPlacer:
         t, where, sizes, kth = chosen
         pen = float(self.inst.penalty[c, t])
         if isinstance(where, tuple):  # groups of the tier: pick the best-fitting usable one
-            avail, perm, ok = where
+            srt, ok = where
             usable = np.flatnonzero(kth * pen <= cap)
             i = usable[np.lexsort((kth[usable], sizes[usable]))[0]]
-            members = avail[perm[ok[i] : ok[i] + sizes[i]]]
+            members = srt[ok[i] : ok[i] + sizes[i]]
         else:
             members = where[0]
         eligible = members[sf[members] * pen <= cap]  # fastest first
@@ -223,8 +224,9 @@ class GreedyPlacer:
 
 
 def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
-    """The cheaper of two greedy passes over ``rnd``'s open jobs: queue order, cheapest placement
-    each; and largest first with packing (:data:`PACKING`), the 1-GPU jobs then placed optimally.
+    """The cheapest of three greedy passes over ``rnd``'s open jobs: queue order, cheapest
+    placement each; queue order with packing (:data:`PACKING`); and largest first with packing,
+    the 1-GPU jobs then placed optimally.
 
     Returns
     -------
@@ -244,9 +246,11 @@ def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
     q = rnd.instance.queue
     queue_order = list(rnd.open_positions)
     big_first = sorted(queue_order, key=lambda p: -q[p].num_gpus)
+    packer = GreedyPlacer(rnd, packing=PACKING)
     passes = (
         GreedyPlacer(rnd).place(queue_order),
-        GreedyPlacer(rnd, packing=PACKING).place_split(big_first),
+        packer.place_split(big_first),
+        packer.place(queue_order),
     )
     return min(passes, key=lambda o: o[0])[1]
 
@@ -304,6 +308,6 @@ def _make(**config: Any) -> GreedySolver:
 register(
     "greedy",
     _make,
-    "Cost-aware greedy: cheapest server/rack/anywhere per job; best of queue order and "
-    "largest-first with packing",
+    "Cost-aware greedy: cheapest server/rack/anywhere per job; best of three passes "
+    "(queue order, and with packing queue order and largest first)",
 )
