@@ -1,11 +1,11 @@
 """Region re-optimisation: solve small parts of a placement exactly with the back end.
 
-A step picks a *region*, a few groups of the tier below the cluster (racks, or servers when a
-rack is too large) holding about ``region_gpus`` GPUs, frees every job with a GPU in it, and
-solves the exact model of :mod:`palopt.solvers.exact.model` for those jobs on their GPUs and the
-region's free ones, started from their current placement. The sub-model is small (a 64-GPU
-region is solved to optimality in well under a second), so the step moves multi-GPU jobs
-between servers and racks in ways a greedy re-placement does not find. The placement is kept
+A step picks a *region*, groups of the highest tier whose groups hold at most ``region_gpus``
+GPUs (racks of 32, say), frees every job with a GPU in it, and solves the exact model of
+:mod:`palopt.solvers.exact.model` for those jobs on their GPUs and the region's free ones, started
+from their current placement. The sub-model is small (a rack and the jobs touching it), so the
+back end often solves it within its half second, and the step moves multi-GPU jobs between
+servers and racks in ways a greedy re-placement does not find. The placement is kept
 when the back end's solution is valid and cheaper. Regions are visited in a seeded random order;
 after a whole pass without gain the regions double in size, and the search stops when one
 region would hold the whole round (that is the exact model of the whole round), or at the time
@@ -31,7 +31,7 @@ __all__ = ["reoptimise_regions", "regions"]
 Backend = Callable[[SparseModel, "np.ndarray | None", float, int], Any]
 
 
-def regions(rnd: Round, region_gpus: int = 64) -> list[np.ndarray]:
+def regions(rnd: Round, region_gpus: int = 32) -> list[np.ndarray]:
     """Cover the round's free GPUs with regions of about ``region_gpus`` GPUs.
 
     Groups of the highest tier below the cluster whose groups hold at most ``region_gpus`` GPUs
@@ -110,10 +110,10 @@ def reoptimise_regions(
     rng = np.random.default_rng(seed)
     size = region_gpus
     areas = _shuffled(regions(rnd, size), rng)
-    visits = stale = visits_all = 0  # stale: regions visited since the last improvement
+    visits = stale = solved = 0  # stale: regions visited since the last improvement
     while (
         total > target
-        and (max_steps is None or visits_all < max_steps)
+        and (max_steps is None or solved < max_steps)
         and time_limit - (time.perf_counter() - started) > 0.05
     ):
         if stale >= len(areas):  # a whole pass without gain: larger regions
@@ -129,7 +129,7 @@ def reoptimise_regions(
         jobs = tuple(sorted(inc.jobs_on(area)))
         if not any(inst.queue[p].num_gpus > 1 for p in jobs):
             continue
-        visits_all += 1
+        solved += 1
         free = area.copy()
         for p in jobs:
             free[best[p]] = True
