@@ -3,7 +3,7 @@
 1. Select the round's jobs (:func:`palopt.solvers.round.make_round`, ``mode`` prefix or choose).
 2. Place them with the cost-aware greedy: the first upper bound, warm start and fallback.
 3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
-   configuration-LP bound and a pool of good GPU sets (up to 35% of the limit); a placement is
+   configuration-LP bound and a pool of good GPU sets (up to half the limit); a placement is
    read off the LP (rounding), the best so far is improved by large-neighbourhood search
    (:mod:`palopt.solvers.exact.search`, 10% of the limit), then by solving regions of the
    cluster exactly with the back end (:mod:`palopt.solvers.exact.refine`: until regions would
@@ -298,7 +298,7 @@ class ExactSolver:
         if self.formulation == "columns" and importlib.util.find_spec("highspy") is not None:
             from palopt.solvers.exact.colgen import column_generation, round_columns
 
-            share = budget.take(0.35 * limit)
+            share = budget.take(0.5 * limit)
             cg = column_generation(
                 rnd, best, budget.wall(share), max_iterations=budget.count(share, "cg") or 500
             )
