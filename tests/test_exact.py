@@ -325,3 +325,19 @@ def test_region_reoptimisation_improves_a_poor_placement() -> None:
     assert after < 0.9 * before
     optimum = solve(inst, "cpsat", time_limit=30.0)
     assert after >= optimum.bound - 1e-9
+
+
+def test_warm_start_off_means_no_start_anywhere() -> None:
+    solver = CpSatSolver(warm_start=False, time_limit=3.0)
+    starts: list[object] = []
+    run = solver.run
+
+    def recording(sp: object, start: object, time_limit: float, seed: int) -> BackendAnswer:
+        starts.append(start)
+        return run(sp, start, time_limit, seed)
+
+    solver.run = recording
+    inst = _sample(256, 1.0, 0)
+    r = solver.solve(inst)
+    assert_feasible(inst, r.assignment())
+    assert starts and all(s is None for s in starts)

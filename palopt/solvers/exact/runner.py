@@ -239,6 +239,12 @@ class ExactSolver:
         """Solve ``sp`` (implemented by each back end)."""
         raise NotImplementedError
 
+    def _run_cold(
+        self, sp: SparseModel, start: np.ndarray | None, time_limit: float, seed: int
+    ) -> BackendAnswer:
+        """:meth:`run` without a start (``warm_start=False``)."""
+        return self.run(sp, None, time_limit, seed)
+
     def _checked(
         self, rnd: Round, sp: SparseModel, answer: BackendAnswer, decode: Any
     ) -> dict[int, np.ndarray] | None:
@@ -329,7 +335,7 @@ class ExactSolver:
                         lambda b, t: reoptimise_regions(
                             rnd,
                             b,
-                            self.run,
+                            self.run if self.warm_start else self._run_cold,
                             self.scale,
                             budget.wall(t),
                             seed,
