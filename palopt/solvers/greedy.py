@@ -109,7 +109,7 @@ class GreedyPlacer:
                 cost = float(sf[avail[k - 1]] * pen[t])
                 if cost < best_cost:
                     best_cost, best_gpus = cost, avail[:k]
-                    chosen = (t, avail[None, :], np.array([len(avail)]), sf[avail[k - 1 : k]])
+                    chosen = (t, avail, np.array([0]), np.array([len(avail)]), sf[avail[k - 1 : k]])
                 continue
             srt = self.by_group[t][c]
             srt = srt[free[srt]]  # free GPUs by (group, slowdown)
@@ -125,7 +125,7 @@ class GreedyPlacer:
             if cost < best_cost:
                 best_cost = cost
                 best_gpus = srt[ok[i] : ok[i] + k]
-                chosen = (t, (srt, ok), size[size >= k], kth)
+                chosen = (t, srt, ok, size[size >= k], kth)
         if self.packing is None or chosen is None:
             return best_cost, best_gpus
         return self._packed(free, c, k, best_cost * (1 + self.packing), chosen)
@@ -135,15 +135,13 @@ class GreedyPlacer:
     ) -> tuple[float, np.ndarray]:
         """The packing choice of :meth:`best` on tier ``chosen[0]`` at cost at most ``cap``."""
         sf = self.inst.slowdown[c]
-        t, where, sizes, kth = chosen
+        # The tier's free GPUs by (group, slowdown), where each usable group starts, its size
+        # and its k-th slowdown.
+        t, srt, ok, sizes, kth = chosen
         pen = float(self.inst.penalty[c, t])
-        if isinstance(where, tuple):  # groups of the tier: pick the best-fitting usable one
-            srt, ok = where
-            usable = np.flatnonzero(kth * pen <= cap)
-            i = usable[np.lexsort((kth[usable], sizes[usable]))[0]]
-            members = srt[ok[i] : ok[i] + sizes[i]]
-        else:
-            members = where[0]
+        usable = np.flatnonzero(kth * pen <= cap)
+        i = usable[np.lexsort((kth[usable], sizes[usable]))[0]]  # best fit, then fastest
+        members = srt[ok[i] : ok[i] + sizes[i]]
         eligible = members[sf[members] * pen <= cap]  # fastest first
         if t == 0:
             gpus = eligible[:k]
