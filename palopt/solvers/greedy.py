@@ -9,7 +9,10 @@ placement; and queue order and largest jobs first *with packing* (a job may cost
 that fills a server or a rack instead of scattering over several; see
 :meth:`GreedyPlacer.best`), the largest-first pass then assigning the 1-GPU jobs optimally to what
 is left (a transportation problem, when ``highspy`` is installed). At half load the first pass
-usually wins; with the cluster full, packing matters more than a few percent of slowdown.
+usually wins; with the cluster full, packing matters more than a few percent of slowdown. The
+cheapest pass is then improved by local search (:mod:`palopt.solvers.local`: GPU swaps, moves that
+pull a spread job into one group, trades between jobs of one size). On the full-load 4,096-GPU
+benchmark rounds that takes 0.7-5% off the passes' cost, in 0.1-0.6 s.
 
 The greedy places exactly the jobs of :func:`palopt.solvers.round.make_round` (the admitted prefix,
 or the first-fit set), so its cost compares directly with the exact solvers' optimum; it is also
@@ -27,14 +30,14 @@ from palopt.errors import InputError
 from palopt.instance import Instance
 from palopt.result import PlacementResult
 from palopt.solvers.base import build_result, register
-from palopt.solvers.round import MODES, Round, make_round
+from palopt.solvers.local import polish
+from palopt.solvers.round import MODES, Round, dense_groups, make_round
 from palopt.solvers.transport import transport
 
 __all__ = [
     "GreedySolver",
     "GreedyPlacer",
     "greedy_assignment",
-    "dense_groups",
     "round_cost",
     "PACKING",
 ]
@@ -42,13 +45,6 @@ __all__ = [
 #: Cost slack of the packing passes: measured on the benchmark families (``palopt bench``), 5%
 #: more than halves the full-load gap of the largest-first pass; 2% or 10% do no better.
 PACKING = 0.05
-
-
-def dense_groups(instance: Instance) -> list[np.ndarray]:
-    """Per tier, each GPU's group as a dense id ``0..n_groups-1`` (ascending with the raw id)."""
-    return [
-        np.unique(row, return_inverse=True)[1].astype(np.int64) for row in instance.topology.groups
-    ]
 
 
 def round_cost(instance: Instance, chosen: dict[int, np.ndarray]) -> float:
@@ -113,10 +109,9 @@ class GreedyPlacer:
                 continue
             srt = self.by_group[t][c]
             srt = srt[free[srt]]  # free GPUs by (group, slowdown)
-            gs = gid[srt]
-            start = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
-            size = np.diff(np.r_[start, len(gs)])
-            ok = start[size >= k]
+            size = np.bincount(gid[srt], minlength=self.n_groups[t])
+            fits = size >= k
+            ok = (np.cumsum(size) - size)[fits]  # where each group with room starts
             if not len(ok):
                 continue
             kth = sf[srt[ok + k - 1]]
@@ -125,7 +120,7 @@ class GreedyPlacer:
             if cost < best_cost:
                 best_cost = cost
                 best_gpus = srt[ok[i] : ok[i] + k]
-                chosen = (t, srt, ok, size[size >= k], kth)
+                chosen = (t, srt, ok, size[fits], kth)
         if self.packing is None or chosen is None:
             return best_cost, best_gpus
         return self._packed(free, c, k, best_cost * (1 + self.packing), chosen)
@@ -222,9 +217,10 @@ class GreedyPlacer:
 
 
 def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
-    """The cheapest of three greedy passes over ``rnd``'s open jobs: queue order, cheapest
-    placement each; queue order with packing (:data:`PACKING`); and largest first with packing,
-    the 1-GPU jobs then placed optimally.
+    """The cheapest of three greedy passes over ``rnd``'s open jobs, improved by local search
+    (:func:`palopt.solvers.local.polish`). The passes: queue order, cheapest placement each;
+    queue order with packing (:data:`PACKING`); and largest first with packing, the 1-GPU jobs
+    then placed optimally.
 
     Returns
     -------
@@ -250,7 +246,7 @@ def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
         packer.place_split(big_first),
         packer.place(queue_order),
     )
-    return min(passes, key=lambda o: o[0])[1]
+    return polish(rnd, min(passes, key=lambda o: o[0])[1])
 
 
 class GreedySolver:
@@ -307,5 +303,5 @@ register(
     "greedy",
     _make,
     "Cost-aware greedy: cheapest server/rack/anywhere per job; best of three passes "
-    "(queue order, and with packing queue order and largest first)",
+    "(queue order, and with packing queue order and largest first), then local search",
 )

@@ -25,7 +25,7 @@ import numpy as np
 from palopt.errors import InputError
 from palopt.instance import Instance
 
-__all__ = ["MODES", "admitted_prefix", "select_positions", "Round", "make_round"]
+__all__ = ["MODES", "admitted_prefix", "select_positions", "Round", "make_round", "dense_groups"]
 
 MODES = ("prefix", "choose")
 
@@ -148,3 +148,10 @@ def make_round(instance: Instance, mode: str = "prefix", keep_running: bool = Fa
     open_positions = tuple(p for p in positions if p not in fixed)
     free.setflags(write=False)
     return Round(instance, positions, fixed, open_positions, free)
+
+
+def dense_groups(instance: Instance) -> list[np.ndarray]:
+    """Per tier, each GPU's group as a dense id ``0..n_groups-1`` (ascending with the raw id)."""
+    return [
+        np.unique(row, return_inverse=True)[1].astype(np.int64) for row in instance.topology.groups
+    ]

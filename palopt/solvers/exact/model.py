@@ -35,8 +35,8 @@ import numpy as np
 
 from palopt.solvers.bounds import single_gpu_costs
 from palopt.solvers.exact.colgen import ColumnGeneration
-from palopt.solvers.greedy import GreedyPlacer, dense_groups
-from palopt.solvers.round import Round
+from palopt.solvers.greedy import GreedyPlacer
+from palopt.solvers.round import Round, dense_groups
 
 __all__ = ["SparseModel", "PlacementModel", "build_model"]
 

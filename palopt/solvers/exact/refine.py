@@ -22,8 +22,8 @@ import numpy as np
 
 from palopt.solvers.exact.model import SparseModel, build_model
 from palopt.solvers.exact.search import Incumbent
-from palopt.solvers.greedy import dense_groups, round_cost
-from palopt.solvers.round import Round
+from palopt.solvers.greedy import round_cost
+from palopt.solvers.round import Round, dense_groups
 
 __all__ = ["reoptimise_regions", "regions"]
 

@@ -43,6 +43,7 @@ from palopt.solvers.exact.model import SparseModel, build_model
 from palopt.solvers.exact.refine import reoptimise_regions
 from palopt.solvers.exact.search import improve
 from palopt.solvers.greedy import greedy_assignment, round_cost
+from palopt.solvers.local import polish
 from palopt.solvers.round import MODES, Round, make_round
 
 __all__ = [
@@ -348,7 +349,7 @@ class ExactSolver:
                 for label, step, share in steps:
                     if ub <= target:
                         break
-                    chosen = step(best, budget.take(share))
+                    chosen = polish(rnd, step(best, budget.take(share)))
                     if round_cost(instance, chosen) < ub:
                         best, ub = chosen, round_cost(instance, chosen)
                         source = f"{label}+{source}"

@@ -12,8 +12,8 @@ import time
 
 import numpy as np
 
-from palopt.solvers.greedy import GreedyPlacer, dense_groups, round_cost
-from palopt.solvers.round import Round
+from palopt.solvers.greedy import GreedyPlacer, round_cost
+from palopt.solvers.round import Round, dense_groups
 
 __all__ = ["improve", "Incumbent"]
 
