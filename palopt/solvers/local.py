@@ -44,17 +44,18 @@ class _State:
         self.pen = inst.penalty
         groups = dense_groups(inst)
         self.groups = np.stack(groups)
-        # Per tier: GPUs by group, and where each group starts.
-        self.by_group = [np.argsort(g, kind="stable") for g in groups]
+        usable = np.flatnonzero(rnd.free)
+        # Per tier: the usable GPUs by group, and where each group starts.
+        self.by_group = [usable[np.argsort(g[usable], kind="stable")] for g in groups]
         self.starts = [
             np.searchsorted(g[o], np.arange(int(g.max()) + 2))
             for g, o in zip(groups, self.by_group, strict=True)
         ]
-        self.by_speed = [np.argsort(row, kind="stable") for row in self.sf]
+        # Most usable GPUs in one group of each tier.
+        self.room = [int(np.diff(st).max()) for st in self.starts]
+        # Per class: the usable GPUs, fastest first, and their slowdowns.
+        self.by_speed = [usable[np.argsort(row[usable], kind="stable")] for row in self.sf]
         self.sorted_sf = [row[o] for row, o in zip(self.sf, self.by_speed, strict=True)]
-        self.usable = rnd.free
-        # Largest number of usable GPUs in one group of each tier.
-        self.room = [int(np.bincount(g[rnd.free]).max()) for g in groups]
         self.positions = sorted(chosen)
         q = inst.queue
         cls = inst.job_class_indices()
@@ -110,7 +111,7 @@ class _State:
             ys = ys[self.sf[c, ys] < self.m1[a]]
         else:
             ys = self.by_speed[c][: np.searchsorted(self.sorted_sf[c], self.m1[a])]
-        ys = ys[self.usable[ys] & (self.owner[ys] != a)]
+        ys = ys[self.owner[ys] != a]
         if not len(ys):
             return
         # a's cost with y instead of x (its tier cannot rise: y is in its group)
@@ -142,7 +143,7 @@ class _State:
         for group in ids[np.argsort(-counts, kind="stable")[:2]]:
             outside = s[child != group]
             pool = self._members(t - 1, int(group))
-            pool = pool[self.usable[pool] & (self.owner[pool] != a)]
+            pool = pool[self.owner[pool] != a]
             b = self.owner[pool]
             bb = np.where(b >= 0, b, 0)
             pool = pool[(b < 0) | (self.k[bb] == 1) | (self.tier[bb] >= t)]

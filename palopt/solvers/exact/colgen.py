@@ -396,19 +396,13 @@ def round_columns(rnd: Round, cg: ColumnGeneration) -> dict[int, np.ndarray]:
 
 
 def lagrangian_bound(
-    rnd: Round,
-    upper: float,
-    time_limit: float = 10.0,
-    iterations: int = 100_000,
-    averaging: float = 0.1,
+    rnd: Round, upper: float, time_limit: float = 10.0, iterations: int = 200
 ) -> float:
     """A lower bound for large rounds: the Lagrangian bound above, prices by subgradient steps.
 
     With all prices zero it is the cheap bound of :mod:`palopt.solvers.bounds` (each multi-GPU
     job alone, the 1-GPU commodities alone); prices on contended GPUs raise it. No LP is solved,
-    so it scales to thousands of GPUs. The step direction is the GPU use averaged over the steps
-    (the volume algorithm's direction), which zig-zags less than the last step's use: jobs of
-    one class and size all take the same cheapest set at given prices.
+    so it scales to thousands of GPUs.
 
     Parameters
     ----------
@@ -419,8 +413,6 @@ def lagrangian_bound(
         Seconds.
     iterations : int
         Subgradient steps at most.
-    averaging : float
-        Weight of the latest step's GPU use in the averaged direction (1: plain subgradient).
 
     Returns
     -------
@@ -439,8 +431,6 @@ def lagrangian_bound(
         key = (int(cls[pos]), job.num_gpus, float(job.weight))
         keys[key] = keys.get(key, 0) + 1
     p = np.zeros(len(free))
-    p_best = p
-    direction: np.ndarray | None = None
     best = -np.inf
     theta, stall = 1.0, 0
     for _ in range(iterations):
@@ -455,17 +445,16 @@ def lagrangian_bound(
             pick = np.argpartition(row, n - 1)[:n]
             value += float(row[pick].sum())
             use[pick] += 1
-        direction = use if direction is None else averaging * use + (1 - averaging) * direction
         if value > best + 1e-12:
-            best, p_best, stall = value, p, 0
+            best, stall = value, 0
         else:
             stall += 1
-            if stall >= 20:  # no progress: shorter steps, from the best prices
-                theta, stall, p = theta / 2, 0, p_best
-        grad = direction - 1.0
+            if stall >= 3:
+                theta, stall = theta / 2, 0
+        grad = use - 1.0
         grad[(p <= 0) & (grad < 0)] = 0.0
         norm = float(grad @ grad)
-        if norm < 1e-12 or theta < 1e-6 or time.perf_counter() - started > time_limit:
+        if norm == 0 or time.perf_counter() - started > time_limit:
             break
         p = np.maximum(0.0, p + theta * (upper - value) / norm * grad)
     return best
