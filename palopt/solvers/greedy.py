@@ -12,7 +12,7 @@ is left (a transportation problem, when ``highspy`` is installed). At half load 
 usually wins; with the cluster full, packing matters more than a few percent of slowdown. The
 cheapest pass is then improved by local search (:mod:`palopt.solvers.local`: GPU swaps, moves that
 pull a spread job into one group, trades between jobs of one size). On the full-load 4,096-GPU
-benchmark rounds that takes 0.7-5% off the passes' cost, in 0.1-0.6 s.
+benchmark rounds that takes 0.7-5.4% off the passes' cost, in 0.1-0.7 s.
 
 The greedy places exactly the jobs of :func:`palopt.solvers.round.make_round` (the admitted prefix,
 or the first-fit set), so its cost compares directly with the exact solvers' optimum; it is also

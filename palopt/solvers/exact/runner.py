@@ -1,15 +1,17 @@
 """The solve flow shared by the exact back ends.
 
 1. Select the round's jobs (:func:`palopt.solvers.round.make_round`, ``mode`` prefix or choose).
-2. Place them with the cost-aware greedy: the first upper bound, warm start and fallback.
+2. Place them with the cost-aware greedy (local search included): the first upper bound, warm
+   start and fallback.
 3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
    configuration-LP bound and a pool of good GPU sets (up to half the limit); a placement is
    read off the LP (rounding), the best so far is improved by large-neighbourhood search
    (:mod:`palopt.solvers.exact.search`, 10% of the limit), then by solving regions of the
    cluster exactly with the back end (:mod:`palopt.solvers.exact.refine`: until regions would
    cover the whole round; at most the rest of the time, or half the limit when the column
-   generation converged). Each step stops early once the cost meets the bound, which proves it
-   optimal.
+   generation converged). Every step's placement is polished by local search
+   (:func:`palopt.solvers.local.polish`, milliseconds at 256 GPUs) and kept if cheaper. Each
+   step stops early once the cost meets the bound, which proves it optimal.
 4. Otherwise, after a converged column generation with time left (and always with
    ``formulation="compact"``), the back end solves the exact pattern model of
    :mod:`palopt.solvers.exact.model` for the whole round, shrunk by the upper bound and by
