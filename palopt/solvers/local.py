@@ -23,7 +23,7 @@ import numpy as np
 
 from palopt.solvers.round import Round, dense_groups
 
-__all__ = ["polish"]
+__all__ = ["polish", "Incumbent"]
 
 #: Rounds of moves at most.
 MAX_ROUNDS = 50
@@ -33,12 +33,43 @@ MAX_ROUNDS = 50
 MIN_GAIN = 1e-4
 
 
-class _State:
-    """The placement being improved: per job its GPUs, class, weight, tier, two largest
-    slowdowns, bottleneck GPU and weighted cost; per GPU its job (-1 if none)."""
+class Incumbent:
+    """A placement being improved: queue position -> GPUs, and each GPU's job (-1 if none).
+
+    Parameters
+    ----------
+    n_gpus : int
+    chosen : dict
+        Queue position -> GPU indices.
+    """
+
+    def __init__(self, n_gpus: int, chosen: dict[int, np.ndarray]) -> None:
+        self.best = dict(chosen)
+        self.owner = np.full(n_gpus, -1, dtype=np.int64)
+        for p, g in self.best.items():
+            self.owner[g] = p
+
+    def jobs_on(self, mask: np.ndarray) -> set[int]:
+        """Positions of the jobs with a GPU in ``mask``."""
+        return {int(p) for p in np.unique(self.owner[mask]) if p >= 0}
+
+    def move(self, placed: dict[int, np.ndarray]) -> None:
+        """Put the jobs of ``placed`` on their new GPUs (the old ones become free)."""
+        for p in placed:
+            self.owner[self.best[p]] = -1
+        for p, g in placed.items():
+            self.best[p] = g
+            self.owner[g] = p
+
+
+class _State(Incumbent):
+    """The placement being improved, and per queue position (arrays over the whole queue; only
+    the placed positions are used) the job's class, weight, size, tier, two largest slowdowns,
+    bottleneck GPU and weighted cost."""
 
     def __init__(self, rnd: Round, chosen: dict[int, np.ndarray]) -> None:
         inst = rnd.instance
+        super().__init__(inst.topology.n_gpus, chosen)
         self.topology = inst.topology
         self.sf = inst.slowdown
         self.pen = inst.penalty
@@ -52,31 +83,28 @@ class _State:
             for g, o in zip(groups, self.by_group, strict=True)
         ]
         # Most usable GPUs in one group of each tier.
-        self.room = [int(np.diff(st).max()) for st in self.starts]
+        self.room = np.array([int(np.diff(st).max()) for st in self.starts])
         # Per class: the usable GPUs, fastest first, and their slowdowns.
         self.by_speed = [usable[np.argsort(row[usable], kind="stable")] for row in self.sf]
         self.sorted_sf = [row[o] for row, o in zip(self.sf, self.by_speed, strict=True)]
-        self.positions = sorted(chosen)
         q = inst.queue
-        cls = inst.job_class_indices()
-        self.sets = [np.asarray(chosen[p], dtype=np.int64).copy() for p in self.positions]
-        self.cls = np.array([cls[p] for p in self.positions], dtype=np.int64)
-        self.w = np.array([q[p].weight for p in self.positions], dtype=np.float64)
-        self.k = np.array([len(s) for s in self.sets], dtype=np.int64)
-        n_jobs = len(self.sets)
-        self.owner = np.full(inst.topology.n_gpus, -1, dtype=np.int64)
-        self.tier = np.zeros(n_jobs, dtype=np.int64)
-        self.top = np.zeros(n_jobs, dtype=np.int64)  # the bottleneck GPU
-        self.m1 = np.zeros(n_jobs)  # largest slowdown
-        self.m2 = np.zeros(n_jobs)  # second largest (0 for a 1-GPU job)
-        self.cost = np.zeros(n_jobs)
-        self.dirty = np.ones(n_jobs, dtype=bool)
-        for j, s in enumerate(self.sets):
-            self.owner[s] = j
-            self._refresh(j)
+        n = len(q)
+        self.cls = inst.job_class_indices()
+        self.w = np.array([job.weight for job in q], dtype=np.float64)
+        self.k = np.array([job.num_gpus for job in q], dtype=np.int64)
+        self.placed = np.zeros(n, dtype=bool)
+        self.placed[list(chosen)] = True
+        self.tier = np.zeros(n, dtype=np.int64)
+        self.top = np.zeros(n, dtype=np.int64)  # the bottleneck GPU
+        self.m1 = np.zeros(n)  # largest slowdown
+        self.m2 = np.zeros(n)  # second largest (0 for a 1-GPU job)
+        self.cost = np.zeros(n)
+        self.dirty = np.zeros(n, dtype=bool)  # changed since its last swap attempt
+        for p in chosen:
+            self._refresh(p)
 
     def _refresh(self, j: int) -> None:
-        s = self.sets[j]
+        s = self.best[j]
         v = self.sf[self.cls[j], s]
         i = int(np.argmax(v))
         self.top[j], self.m1[j] = s[i], v[i]
@@ -86,11 +114,7 @@ class _State:
         self.dirty[j] = True
 
     def _apply(self, new_sets: dict[int, np.ndarray]) -> None:
-        for j in new_sets:
-            self.owner[self.sets[j]] = -1
-        for j, s in new_sets.items():
-            self.sets[j] = s
-            self.owner[s] = j
+        self.move(new_sets)
         for j in new_sets:
             self._refresh(j)
 
@@ -128,16 +152,16 @@ class _State:
         if delta[i] >= -1e-12 * max(1.0, float(self.cost[a])):
             return
         y, bj = int(ys[i]), int(b[i])
-        moved = {a: np.where(self.sets[a] == x, y, self.sets[a])}
+        moved = {a: np.where(self.best[a] == x, y, self.best[a])}
         if bj >= 0:
-            moved[bj] = np.where(self.sets[bj] == y, x, self.sets[bj])
+            moved[bj] = np.where(self.best[bj] == y, x, self.best[bj])
         self._apply(moved)
 
     def consolidate(self, a: int) -> None:
         """Move job ``a`` (above the lowest tier, and small enough for a group of the tier
         below) into one group of the tier below its own, if that is cheaper."""
         t = int(self.tier[a])
-        c, s = self.cls[a], self.sets[a]
+        c, s = self.cls[a], self.best[a]
         child = self.groups[t - 1, s]
         ids, counts = np.unique(child, return_counts=True)
         for group in ids[np.argsort(-counts, kind="stable")[:2]]:
@@ -155,7 +179,7 @@ class _State:
             for y, x in zip(takes.tolist(), gives.tolist(), strict=True):
                 bj = int(self.owner[y])
                 if bj >= 0:
-                    cur = new_sets.get(bj, self.sets[bj])
+                    cur = new_sets.get(bj, self.best[bj])
                     new_sets[bj] = np.where(cur == y, x, cur)
             old = float(sum(self.cost[j] for j in new_sets))
             if sum(self._cost_of(j, g) for j, g in new_sets.items()) < old - 1e-12 * old:
@@ -164,11 +188,12 @@ class _State:
 
     def exchange(self) -> None:
         """Make the best trade of GPU sets between two jobs of one size, for every size."""
-        for size in np.unique(self.k[self.k > 1]).tolist():
-            js = np.flatnonzero(self.k == size)
+        sizes = self.k[self.placed]
+        for size in np.unique(sizes[sizes > 1]).tolist():
+            js = np.flatnonzero(self.placed & (self.k == size))
             if len(js) < 2:
                 continue
-            flat = np.concatenate([self.sets[j] for j in js])
+            flat = np.concatenate([self.best[j] for j in js.tolist()])
             # slowest GPU of each set, for every class: classes x jobs
             worst = np.maximum.reduceat(self.sf[:, flat], np.arange(len(js)) * size, axis=1)
             c = self.cls[js]
@@ -178,7 +203,7 @@ class _State:
             i = int(np.argmin(gain))
             if gain.flat[i] < -1e-12 * max(1.0, float(self.cost[js].sum())):
                 a, b = int(js[i // len(js)]), int(js[i % len(js)])
-                self._apply({a: self.sets[b], b: self.sets[a]})
+                self._apply({a: self.best[b], b: self.best[a]})
 
 
 def polish(
@@ -213,16 +238,17 @@ def polish(
     if not chosen:
         return {}
     state = _State(rnd, chosen)
-    room = np.array(state.room)
     for _ in range(max_rounds):
         before = float(state.cost.sum())
         for a in np.flatnonzero(state.dirty).tolist():
             state.dirty[a] = False
             state.swap(a)
-        spread = np.flatnonzero((state.tier > 0) & (state.k <= room[state.tier - 1]))
+        spread = np.flatnonzero(
+            state.placed & (state.tier > 0) & (state.k <= state.room[state.tier - 1])
+        )
         for a in spread.tolist():
             state.consolidate(a)
         state.exchange()
         if float(state.cost.sum()) > before * (1 - MIN_GAIN):
             break
-    return {p: np.sort(s) for p, s in zip(state.positions, state.sets, strict=True)}
+    return {p: np.sort(g) for p, g in state.best.items()}

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 
 from palopt.solvers.exact.model import SparseModel, build_model
-from palopt.solvers.exact.search import Incumbent
 from palopt.solvers.greedy import round_cost
+from palopt.solvers.local import Incumbent
 from palopt.solvers.round import Round, dense_groups
 
 __all__ = ["reoptimise_regions", "regions"]

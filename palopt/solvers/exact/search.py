@@ -13,38 +13,10 @@ import time
 import numpy as np
 
 from palopt.solvers.greedy import GreedyPlacer, round_cost
+from palopt.solvers.local import Incumbent
 from palopt.solvers.round import Round, dense_groups
 
-__all__ = ["improve", "Incumbent"]
-
-
-class Incumbent:
-    """A placement being improved: queue position -> GPUs, and each GPU's job (-1 if none).
-
-    Parameters
-    ----------
-    n_gpus : int
-    chosen : dict
-        Queue position -> GPU indices.
-    """
-
-    def __init__(self, n_gpus: int, chosen: dict[int, np.ndarray]) -> None:
-        self.best = dict(chosen)
-        self.owner = np.full(n_gpus, -1, dtype=np.int64)
-        for p, g in self.best.items():
-            self.owner[g] = p
-
-    def jobs_on(self, mask: np.ndarray) -> set[int]:
-        """Positions of the jobs with a GPU in ``mask``."""
-        return {int(p) for p in np.unique(self.owner[mask]) if p >= 0}
-
-    def move(self, placed: dict[int, np.ndarray]) -> None:
-        """Put the jobs of ``placed`` on their new GPUs (the old ones become free)."""
-        for p in placed:
-            self.owner[self.best[p]] = -1
-        for p, g in placed.items():
-            self.best[p] = g
-            self.owner[g] = p
+__all__ = ["improve"]
 
 
 def improve(
