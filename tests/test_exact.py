@@ -18,8 +18,8 @@ from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.colgen import column_generation, lagrangian_bound
 from palopt.solvers.exact.cpsat import CpSatSolver
 from palopt.solvers.exact.runner import BackendAnswer
-from palopt.solvers.greedy import greedy_assignment, round_cost
-from palopt.solvers.round import make_round, select_positions
+from palopt.solvers.greedy import greedy_assignment
+from palopt.solvers.round import make_round, round_cost, select_positions
 
 EXACT = [
     ("cpsat", {}),

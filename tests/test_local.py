@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from palopt import Instance, Job, build_cluster
 from palopt.cost import assert_feasible
-from palopt.solvers.greedy import PACKING, GreedyPlacer, round_cost
+from palopt.solvers.greedy import PACKING, GreedyPlacer
 from palopt.solvers.local import polish
-from palopt.solvers.round import make_round
+from palopt.solvers.round import make_round, round_cost
 
 PENALTY = np.array([[1.0, 1.7, 2.0]] * 2)
 

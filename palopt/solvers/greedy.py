@@ -38,26 +38,12 @@ __all__ = [
     "GreedySolver",
     "GreedyPlacer",
     "greedy_assignment",
-    "round_cost",
     "PACKING",
 ]
 
 #: Cost slack of the packing passes: measured on the benchmark families (``palopt bench``), 5%
 #: more than halves the full-load gap of the largest-first pass; 2% or 10% do no better.
 PACKING = 0.05
-
-
-def round_cost(instance: Instance, chosen: dict[int, np.ndarray]) -> float:
-    """Weighted cost of the jobs placed in ``chosen`` (queue position -> GPU indices)."""
-    total = 0.0
-    for pos, gpus in chosen.items():
-        job = instance.queue[pos]
-        c = instance.class_index[job.job_class]
-        t = instance.topology.tier_index(gpus)
-        total += (
-            job.weight * float(instance.slowdown[c, gpus].max()) * float(instance.penalty[c, t])
-        )
-    return total
 
 
 class GreedyPlacer:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from palopt.solvers.round import Round, dense_groups
+from palopt.solvers.round import Round, dense_groups, round_cost
 
 __all__ = ["polish", "Incumbent"]
 
@@ -70,6 +70,7 @@ class _State(Incumbent):
     def __init__(self, rnd: Round, chosen: dict[int, np.ndarray]) -> None:
         inst = rnd.instance
         super().__init__(inst.topology.n_gpus, chosen)
+        self.instance = inst
         self.topology = inst.topology
         self.sf = inst.slowdown
         self.pen = inst.penalty
@@ -117,10 +118,6 @@ class _State(Incumbent):
         self.move(new_sets)
         for j in new_sets:
             self._refresh(j)
-
-    def _cost_of(self, j: int, s: np.ndarray) -> float:
-        c = self.cls[j]
-        return float(self.w[j] * self.sf[c, s].max() * self.pen[c, self.topology.tier_index(s)])
 
     def _members(self, t: int, group: int) -> np.ndarray:
         return self.by_group[t][self.starts[t][group] : self.starts[t][group + 1]]
@@ -182,7 +179,7 @@ class _State(Incumbent):
                     cur = new_sets.get(bj, self.best[bj])
                     new_sets[bj] = np.where(cur == y, x, cur)
             old = float(sum(self.cost[j] for j in new_sets))
-            if sum(self._cost_of(j, g) for j, g in new_sets.items()) < old - 1e-12 * old:
+            if round_cost(self.instance, new_sets) < old - 1e-12 * old:
                 self._apply(new_sets)
                 return
 

@@ -1,5 +1,8 @@
 """Which jobs a round places, and the fixed part of the round, shared by greedy, bounds and exact.
 
+Also the helpers every solver of a round uses: the topology's groups as dense ids per tier
+(:func:`dense_groups`) and the weighted cost of a placement (:func:`round_cost`).
+
 Two selection modes, defined here once:
 
 - ``prefix``: the *admitted prefix*, the longest queue prefix whose total demand fits the available
@@ -25,7 +28,15 @@ import numpy as np
 from palopt.errors import InputError
 from palopt.instance import Instance
 
-__all__ = ["MODES", "admitted_prefix", "select_positions", "Round", "make_round", "dense_groups"]
+__all__ = [
+    "MODES",
+    "admitted_prefix",
+    "select_positions",
+    "Round",
+    "make_round",
+    "dense_groups",
+    "round_cost",
+]
 
 MODES = ("prefix", "choose")
 
@@ -155,3 +166,16 @@ def dense_groups(instance: Instance) -> list[np.ndarray]:
     return [
         np.unique(row, return_inverse=True)[1].astype(np.int64) for row in instance.topology.groups
     ]
+
+
+def round_cost(instance: Instance, chosen: dict[int, np.ndarray]) -> float:
+    """Weighted cost of the jobs placed in ``chosen`` (queue position -> GPU indices)."""
+    total = 0.0
+    for pos, gpus in chosen.items():
+        job = instance.queue[pos]
+        c = instance.class_index[job.job_class]
+        t = instance.topology.tier_index(gpus)
+        total += (
+            job.weight * float(instance.slowdown[c, gpus].max()) * float(instance.penalty[c, t])
+        )
+    return total

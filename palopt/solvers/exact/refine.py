@@ -21,9 +21,8 @@ from typing import Any
 import numpy as np
 
 from palopt.solvers.exact.model import SparseModel, build_model
-from palopt.solvers.greedy import round_cost
 from palopt.solvers.local import Incumbent
-from palopt.solvers.round import Round, dense_groups
+from palopt.solvers.round import Round, dense_groups, round_cost
 
 __all__ = ["reoptimise_regions", "regions"]
 

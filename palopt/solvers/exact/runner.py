@@ -44,9 +44,9 @@ from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.model import SparseModel, build_model
 from palopt.solvers.exact.refine import reoptimise_regions
 from palopt.solvers.exact.search import improve
-from palopt.solvers.greedy import greedy_assignment, round_cost
+from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.local import polish
-from palopt.solvers.round import MODES, Round, make_round
+from palopt.solvers.round import MODES, Round, make_round, round_cost
 
 __all__ = [
     "ExactSolver",

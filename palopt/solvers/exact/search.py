@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 
-from palopt.solvers.greedy import GreedyPlacer, round_cost
+from palopt.solvers.greedy import GreedyPlacer
 from palopt.solvers.local import Incumbent
-from palopt.solvers.round import Round, dense_groups
+from palopt.solvers.round import Round, dense_groups, round_cost
 
 __all__ = ["improve"]
 
