@@ -352,8 +352,9 @@ class ExactSolver:
                     if ub <= target:
                         break
                     chosen = polish(rnd, step(best, budget.take(share)))
-                    if round_cost(instance, chosen) < ub:
-                        best, ub = chosen, round_cost(instance, chosen)
+                    cost = round_cost(instance, chosen)
+                    if cost < ub:
+                        best, ub = chosen, cost
                         source = f"{label}+{source}"
             settings["best_from"] = source
             if ub - bound <= self.gap * abs(ub):
