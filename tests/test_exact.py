@@ -17,6 +17,7 @@ from palopt.solvers import get_solver
 from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.colgen import column_generation, lagrangian_bound
 from palopt.solvers.exact.cpsat import CpSatSolver
+from palopt.solvers.exact.model import build_model
 from palopt.solvers.exact.runner import BackendAnswer
 from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.round import make_round, round_cost, select_positions
@@ -341,3 +342,45 @@ def test_warm_start_off_means_no_start_anywhere() -> None:
     r = solver.solve(inst)
     assert_feasible(inst, r.assignment())
     assert starts and all(s is None for s in starts)
+
+
+def _three_pairs_two_racks() -> Instance:
+    """Three 2-GPU jobs of one class, two racks of four GPUs with one slow GPU each: the fast
+    GPUs of a rack hold one and a half jobs, which only the LP can use."""
+    sd = np.array([[1.0, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0, 1.5], [1.0] * 8])
+    pen = np.array([[1.0, 1.2, 2.0], [1.0, 1.2, 2.0]])
+    queue = tuple(
+        [Job(f"a{i}", 2, "A") for i in range(3)] + [Job(f"b{i}", 1, "B") for i in range(2)]
+    )
+    return Instance(build_cluster(2, 2, 2), ("A", "B"), sd, pen, queue)
+
+
+def test_packing_cuts_close_the_rack_gap() -> None:
+    inst = _three_pairs_two_racks()
+    rnd = make_round(inst)
+    optimum = brute_force(inst)
+    plain = column_generation(rnd, greedy_assignment(rnd), time_limit=5.0, max_cuts=0)
+    cut = column_generation(rnd, greedy_assignment(rnd), time_limit=5.0)
+    assert plain.converged and cut.converged and not plain.cuts
+    assert plain.lp_value == pytest.approx(5.4)
+    assert {(c.tier, c.v, c.d, c.rhs) for c in cut.cuts} == {(1, 1.0, 2, 1)}
+    assert cut.bound == pytest.approx(optimum) == pytest.approx(5.5)
+    r = solve(inst, "cpsat")
+    assert_feasible(inst, r.assignment())
+    assert r.status == Status.OPTIMAL and r.settings["proof"] == "configuration-LP bound"
+
+
+def test_interchangeable_jobs_keep_one_order_and_any_placement_starts() -> None:
+    inst = _three_pairs_two_racks()
+    rnd = make_round(inst)
+    model = build_model(rnd, 1e6)
+    assert model.kinds == [[0, 1, 2]]
+    # The same GPU sets in every order of the three jobs: the start follows the model's order.
+    sets = [np.array([0, 1]), np.array([4, 5]), np.array([2, 6])]
+    singles = {3: np.array([3]), 4: np.array([7])}
+    for order in itertools.permutations(range(3)):
+        chosen = {p: sets[i] for p, i in enumerate(order)} | singles
+        start = model.start(chosen, rnd)
+        assert start is not None and model.sparse.satisfied(start)
+        decoded = model.decode(start)
+        assert round_cost(inst, decoded) == pytest.approx(round_cost(inst, chosen))

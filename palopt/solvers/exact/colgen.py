@@ -1,41 +1,46 @@
 """Column generation: the configuration LP bound and a restricted master of good placements.
 
-The *configuration LP* has one column per (multi-GPU job, GPU set) at the set's true cost, the
-1-GPU commodities as a transportation part, and one capacity row per free GPU:
+The *configuration LP* has one column per (multi-GPU job, GPU set) at its cost, the 1-GPU
+commodities as a transportation part, one capacity row per free GPU, and packing cuts
+(:class:`~palopt.solvers.exact.pricing.Cut`):
 
     min  sum cost[j, S] lam[j, S] + sum c[m, g] z[m, g]
     s.t. sum_S lam[j, S] = 1          (dual mu_j)
          sum_g z[m, g] = n_m          (dual nu_m)
          sum_{S ni g} lam + sum_m z[m, g] <= 1   (dual -p_g, p_g >= 0)
+         sum_{S in cut} (k_j // d) lam[j, S] <= rhs   (dual -sigma, sigma >= 0)
 
 Its relaxation does not let a job pay ``1/k`` of a slow GPU or spread for free, so its value is a
-strong lower bound. Pricing is exact and cheap: for a job, a group ``G`` of a tier and a threshold
-``v``, the best set takes the ``k`` GPUs of ``G`` no slower than ``v`` with the smallest ``p``; its
-reduced cost is ``w * v * penalty + sum p - mu_j``. Every solution costs at least the LP value plus
-the reduced costs of the job patterns it uses (all terms non-negative at convergence), which gives
-*reduced-cost fixing*: a pattern whose reduced cost exceeds ``upper - LP`` cannot be in a better
-solution. Before convergence a Lagrangian bound is still valid and is the one reported: for any
-prices ``p >= 0`` on the GPUs, ``sum_j min_S (cost[j, S] + p(S)) + sum_m (n_m smallest
-c[m, g] + p_g) - sum_g p_g`` bounds the optimum from below; pricing at smoothed duals (a mix of
-the best prices so far and the LP's) raises that bound sooner.
+strong lower bound; the cuts also stop it packing one and a half jobs into a rack's fast GPUs.
+Pricing is exact and cheap (:mod:`palopt.solvers.exact.pricing`): for a job, a group ``G`` of a
+tier and a threshold ``v``, the best set takes the ``k`` GPUs of ``G`` no slower than ``v`` with
+the smallest ``p``; its reduced cost is ``w * v * penalty + sum p + (cuts' sigma) - mu_j``.
+Every solution costs at least the LP value plus the reduced costs of the job patterns it uses
+(all terms non-negative at convergence), which gives *reduced-cost fixing*: a pattern whose
+reduced cost exceeds ``upper - LP`` cannot be in a better solution. Before convergence a
+Lagrangian bound is still valid and is the one reported: for any prices ``p, sigma >= 0``,
+``sum_j min_S (cost[j, S] + p(S) + sigma(S)) + sum_m (n_m smallest c[m, g] + p_g) - sum_g p_g
+- sigma . rhs`` bounds the optimum from below; pricing at smoothed duals (a mix of the best
+prices so far and the LP's) raises that bound sooner.
 """
 
 from __future__ import annotations
 
-import heapq
 import time
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from palopt.instance import Instance
 from palopt.solvers.bounds import single_gpu_costs
+from palopt.solvers.exact.pricing import Column, Cut, Pricer, price_all
 from palopt.solvers.greedy import GreedyPlacer
-from palopt.solvers.round import Round, dense_groups
+from palopt.solvers.round import Round
 from palopt.solvers.transport import new_highs
 
-__all__ = ["ColumnGeneration", "column_generation", "round_columns", "lagrangian_bound"]
+__all__ = ["ColumnGeneration", "Master", "column_generation", "round_columns", "lagrangian_bound"]
+
+#: A cut joins the LP when the LP's columns break it by more than this.
+CUT_VIOLATION = 1e-3
 
 
 @dataclass
@@ -57,6 +62,10 @@ class ColumnGeneration:
     single_rc : numpy.ndarray
         Reduced cost of ``z[m, g]`` at the final duals (commodities x free GPUs).
     iterations : int
+    cuts : list of Cut
+        The packing cuts in the LP.
+    master : Master
+        The master LP and its pricer.
     """
 
     bound: float
@@ -66,9 +75,11 @@ class ColumnGeneration:
     weights: dict[int, np.ndarray]
     single_rc: np.ndarray
     iterations: int
-    _pricer: _Pricer
+    cuts: list[Cut]
+    master: Master
     _mu: np.ndarray
     _p: np.ndarray
+    _sigma: np.ndarray
 
     def pattern_rc(self, upper: float) -> dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]]:
         """Least reduced cost of each pattern that may beat ``upper`` (converged runs only).
@@ -83,12 +94,14 @@ class ColumnGeneration:
         if not self.converged:
             raise ValueError("reduced-cost fixing needs a converged column generation")
         cutoff = upper - self.lp_value + 1e-9 * abs(upper) + 1e-9
-        inst = self._pricer.inst
+        pricer = self.master.pricer
+        inst = pricer.inst
         cls = inst.job_class_indices()
+        pricer.set_cut_prices(self.cuts, self._sigma)
         out = {}
         for j, pos in enumerate(self.columns):
             job = inst.queue[pos]
-            _, _, per = self._pricer.price(
+            _, _, per = pricer.price(
                 int(cls[pos]), job.num_gpus, job.weight, float(self._mu[j]), self._p, cutoff
             )
             for (t, g), v in per.items():
@@ -96,113 +109,246 @@ class ColumnGeneration:
         return out
 
 
-class _Pricer:
-    """Exact pricing of one job over every (tier, group, threshold) pattern."""
+@dataclass
+class Master:
+    """The restricted master LP (HiGHS) of a round's configuration LP, its columns and cuts.
 
-    def __init__(self, rnd: Round) -> None:
+    Built with a placement of every open job as the first columns; :meth:`solve` runs column
+    generation and cut separation. The master keeps one artificial column per job row, dearer
+    than any placement: it keeps the LP feasible when a new cut removes every column a job has
+    there, and a master with it still relaxes the configuration LP.
+
+    Parameters
+    ----------
+    rnd : Round
+    start : dict
+        A placement of every open position (queue position -> GPUs).
+    seed_columns : dict, optional
+        More first columns (queue position -> (GPUs, cost)); those on GPUs not free are skipped.
+    """
+
+    rnd: Round
+    start: dict[int, np.ndarray]
+    seed_columns: dict[int, list[tuple[np.ndarray, float]]] | None = None
+    cuts: list[Cut] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        import highspy
+
+        rnd = self.rnd
         inst = rnd.instance
-        self.inst = inst
-        self.free = np.flatnonzero(rnd.free)
-        self.groups = [g[self.free] for g in dense_groups(inst)]
-        self.tiers = range(len(inst.topology.tiers))
-        self.cache: dict[tuple[int, int], list[tuple[float, int, int, np.ndarray]]] = {}
+        self.multi = list(rnd.multi)
+        self.counts, self.free, self.single_cost = single_gpu_costs(rnd)
+        self.pricer = Pricer(rnd)
+        self.cls = inst.job_class_indices()
+        n_free, n_jobs, n_comm = len(self.free), len(self.multi), len(self.counts)
+        self.cap_row = n_jobs + n_comm  # capacity rows start here, then the cut rows
+        # 1-GPU columns, then one artificial per job row, then the job columns
+        self.n_fixed = n_comm * n_free + n_jobs
+        self.h = h = new_highs()
+        h.setOptionValue("simplex_strategy", 4)  # primal simplex: added columns keep feasibility
+        self.inf = inf = highspy.kHighsInf
+        demand = np.r_[np.ones(n_jobs), np.asarray(self.counts, dtype=np.float64)]
+        lo, hi = np.r_[demand, np.full(n_free, -inf)], np.r_[demand, np.ones(n_free)]
+        self.n_base_rows = len(lo)
+        none = np.array([], dtype=np.int32)
+        h.addRows(len(lo), lo, hi, 0, none, none, np.array([]))
+        for m in range(n_comm):
+            for q in range(n_free):
+                rows = np.array([n_jobs + m, self.cap_row + q], dtype=np.int32)
+                h.addCol(float(self.single_cost[m, q]), 0.0, inf, 2, rows, np.ones(2))
+        self.columns: dict[int, list[tuple[np.ndarray, float]]] = {p: [] for p in self.multi}
+        # Each job column in the master, in order: (queue position, index in columns[position]).
+        self.in_master: list[tuple[int, int]] = []
+        self.label: dict[tuple[int, int], tuple[int, float, int]] = {}  # (tier, v, a position)
+        pos_of = {int(g): i for i, g in enumerate(self.free)}
 
-    def _groups(self, c: int, k: int) -> list[tuple[float, int, int, np.ndarray]]:
-        """Every (tier, group) with ``k`` free GPUs: (least possible cost factor ``v_k * pen``,
-        tier, group, free positions by slowdown), cheapest first."""
-        key = (c, k)
-        if key not in self.cache:
-            sf = self.inst.slowdown[c, self.free]
-            pen = self.inst.penalty[c]
-            out = []
-            for t in self.tiers:
-                order = np.lexsort((sf, self.groups[t]))
-                g = self.groups[t][order]
-                cuts = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
-                for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-                    if b - a >= k:
-                        members = order[a:b]
-                        out.append((float(sf[members[k - 1]] * pen[t]), t, int(g[a]), members))
-            out.sort(key=lambda e: e[0])
-            self.cache[key] = out
-        return self.cache[key]
+        def own(pos: int, gpus: np.ndarray) -> Column:
+            c = int(self.cls[pos])
+            tier = inst.topology.tier_index(gpus)
+            v = float(inst.slowdown[c, gpus].max())
+            cost = inst.queue[pos].weight * v * float(inst.penalty[c, tier])
+            return Column(np.array([pos_of[int(g)] for g in gpus]), cost, tier, v, 0.0)
 
-    def price(
-        self, c: int, k: int, w: float, mu: float, p: np.ndarray, cutoff: float | None = None
-    ) -> tuple[
-        float, list[tuple[float, np.ndarray]], dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]
-    ]:
-        """Price one job.
+        first = [own(pos, np.asarray(self.start[pos])) for pos in self.multi]
+        artificial = 2.0 * (sum(col.cost for col in first) + float(self.single_cost.sum())) + 1.0
+        for j in range(n_jobs):
+            h.addCol(artificial, 0.0, inf, 1, np.array([j], dtype=np.int32), np.ones(1))
+        for j, pos in enumerate(self.multi):
+            self.add_column(j, first[j])
+            known = {tuple(self.columns[pos][0][0])}
+            for gpus, _ in (self.seed_columns or {}).get(pos, []):
+                if rnd.free[gpus].all() and tuple(gpus) not in known:
+                    known.add(tuple(gpus))
+                    self.add_column(j, own(pos, gpus))
+        self.mu = np.zeros(n_jobs)
+        self.nu = np.zeros(n_comm)
+        self.p = np.zeros(n_free)
+        self.sigma = np.zeros(0)
 
-        Returns the least reduced cost, the best (reduced cost, set of free positions) of each
-        tier, and, if ``cutoff`` is given, per (tier, group) the thresholds and their least
-        reduced costs, leaving out those whose reduced cost is surely above ``cutoff``.
+    def coefficient(self, cut: Cut, pos: int, label: tuple[int, float, int]) -> int:
+        """The coefficient in ``cut`` of a column of ``pos`` with ``label``."""
+        tier, v, first = label
+        k = self.rnd.instance.queue[pos].num_gpus
+        inside = cut.tier >= tier and self.pricer.groups[cut.tier][first] == cut.group
+        return k // cut.d if cut.c == self.cls[pos] and inside and v <= cut.v else 0
+
+    def add_column(self, j: int, col: Column) -> None:
+        """Add ``col`` as a column of the ``j``-th multi-GPU job."""
+        pos = self.multi[j]
+        label = (col.tier, col.v, int(col.gpus[0]))
+        first_cut = self.cap_row + len(self.free)
+        on_cuts = [
+            (first_cut + i, a)
+            for i, cut in enumerate(self.cuts)
+            if (a := self.coefficient(cut, pos, label))
+        ]
+        rows = np.r_[j, self.cap_row + np.sort(col.gpus), [r for r, _ in on_cuts]]
+        values = np.r_[np.ones(1 + len(col.gpus)), [float(a) for _, a in on_cuts]]
+        self.h.addCol(col.cost, 0.0, self.inf, len(rows), rows.astype(np.int32), values)
+        self.columns[pos].append((np.sort(self.free[col.gpus]), col.cost))
+        self.label[(pos, len(self.columns[pos]) - 1)] = label
+        self.in_master.append((pos, len(self.columns[pos]) - 1))
+
+    def add_cut(self, cut: Cut) -> None:
+        """Add ``cut`` as a row, with its coefficients on the columns in the master."""
+        on = [
+            (self.n_fixed + i, a)
+            for i, key in enumerate(self.in_master)
+            if (a := self.coefficient(cut, key[0], self.label[key]))
+        ]
+        idx = np.array([i for i, _ in on], dtype=np.int32)
+        self.h.addRow(-self.inf, float(cut.rhs), len(on), idx, np.array([float(a) for _, a in on]))
+        self.cuts.append(cut)
+
+    def values(self) -> np.ndarray:
+        """The last LP's value of each job column in the master (order of ``in_master``)."""
+        return np.asarray(self.h.getSolution().col_value)[self.n_fixed :]
+
+    def solve(
+        self,
+        time_limit: float,
+        max_iterations: int = 500,
+        tolerance: float = 1e-7,
+        smoothing: float = 0.8,
+        purge_at: float = 4.0,
+        max_cuts: int = 200,
+    ) -> tuple[float, float, bool, int]:
+        """Column generation from the master as it stands (see :func:`column_generation`).
+
+        Returns
+        -------
+        bound, lp_value, converged, iterations
         """
-        sf = self.inst.slowdown[c, self.free]
-        pen = self.inst.penalty[c]
-        best = np.inf
-        tier_best: dict[int, tuple[float, np.ndarray]] = {}
-        per_pattern = {}
-        for low, t, g, members in self._groups(c, k):
-            stop = best if cutoff is None else cutoff
-            if w * low - mu >= stop:
-                break
-            heap: list[float] = []  # negated: a max-heap of the k smallest p seen
-            total = 0.0
-            vals, rcs = [], []
-            n = len(members)
-            for i in range(n):
-                q = members[i]
-                base = w * float(sf[q]) * float(pen[t]) - mu
-                if base >= (best if cutoff is None else cutoff):
+        started = time.perf_counter()
+        inst, h = self.rnd.instance, self.h
+        n_jobs, n_free = len(self.multi), len(self.free)
+        bound, lp_value, converged, it = -np.inf, 0.0, False, 0
+        p_best: np.ndarray | None = None
+        while True:
+            h.run()
+            lp_value = float(h.getInfo().objective_function_value)
+            dual = np.asarray(h.getSolution().row_dual)
+            self.mu, self.nu = dual[:n_jobs], dual[n_jobs : self.cap_row]
+            self.p = p = np.maximum(-dual[self.cap_row : self.cap_row + n_free], 0.0)
+            self.sigma = np.maximum(-dual[self.cap_row + n_free :], 0.0)
+            self.pricer.set_cut_prices(self.cuts, self.sigma)
+            cut_charge = float(self.sigma @ np.array([c.rhs for c in self.cuts], dtype=np.float64))
+            it += 1
+            last = it >= max_iterations or time.perf_counter() - started > time_limit
+            # Price at smoothed prices (Wentges), then at the LP's if that finds nothing.
+            new: list[tuple[int, Column]] = []
+            for alpha in (smoothing, 0.0) if p_best is not None and smoothing > 0 else (0.0,):
+                p_sep = p if alpha == 0.0 or p_best is None else alpha * p_best + (1 - alpha) * p
+                value, new = price_all(
+                    self.pricer,
+                    inst,
+                    self.multi,
+                    self.cls,
+                    p_sep,
+                    p,
+                    self.mu,
+                    tolerance,
+                )
+                singles = sum(
+                    float(np.partition(row, n - 1)[:n].sum())
+                    for row, n in zip(self.single_cost + p_sep[None, :], self.counts, strict=True)
+                )
+                lagr = value + singles - float(p_sep.sum()) - cut_charge
+                if lagr > bound:
+                    bound, p_best = lagr, p_sep
+                if new:
                     break
-                pq = float(p[q])
-                if len(heap) < k:
-                    heapq.heappush(heap, -pq)
-                    total += pq
-                elif pq < -heap[0]:
-                    total += pq + heapq.heapreplace(heap, -pq)
-                if len(heap) < k or (i + 1 < n and sf[members[i + 1]] == sf[q]):
-                    continue
-                rc = base + total
-                if cutoff is not None:
-                    vals.append(float(sf[q]))
-                    rcs.append(rc)
-                best = min(best, rc)
-                if rc < tier_best.get(t, (np.inf,))[0]:
-                    cand = members[: i + 1]
-                    tier_best[t] = (rc, cand[np.argsort(p[cand], kind="stable")[:k]])
-            if vals:
-                per_pattern[(t, g)] = (np.array(vals), np.array(rcs))
-        return best, list(tier_best.values()), per_pattern
+            if not new:
+                # The LP is optimal for its rows: a bound. Cuts it breaks, if any, raise it.
+                bound = max(bound, lp_value)
+                found = [] if last or len(self.cuts) >= max_cuts else self.separate()
+                if not found:
+                    converged = True
+                    break
+                for cut in found[: max_cuts - len(self.cuts)]:
+                    self.add_cut(cut)
+                continue
+            if last:
+                break
+            n_rows = self.n_base_rows + len(self.cuts)
+            if len(self.in_master) > purge_at * n_rows:
+                self.purge(n_rows)
+            for j, col in new:
+                self.add_column(j, col)
+        return bound, lp_value, converged, it
 
+    def separate(self) -> list[Cut]:
+        """The most violated :class:`Cut` of each (class, group, ``d``), if any, at the last LP
+        (``d`` runs over the sizes of the class's jobs in use)."""
+        inst, pricer = self.rnd.instance, self.pricer
+        used = [
+            (int(self.cls[pos]), inst.queue[pos].num_gpus, *self.label[(pos, i)], float(x))
+            for (pos, i), x in zip(self.in_master, self.values(), strict=True)
+            if x > 1e-9
+        ]
+        sizes: dict[int, set[int]] = {}
+        for c, k, *_ in used:
+            sizes.setdefault(c, set()).add(k)
+        load: dict[tuple[int, int, int, int], list[tuple[float, float]]] = {}
+        for c, k, tier, v, first, x in used:
+            for top in range(tier, len(pricer.tiers)):
+                group = int(pricer.groups[top][first])
+                for d in sizes[c]:
+                    if d <= k:
+                        load.setdefault((c, top, group, d), []).append((v, (k // d) * x))
+        known = set(self.cuts)
+        found = []
+        for (c, top, group, d), entries in sorted(load.items()):
+            entries.sort()
+            vs = np.array([e[0] for e in entries])
+            lhs = np.cumsum([e[1] for e in entries])
+            last = np.r_[vs[1:] != vs[:-1], True]
+            vs, lhs = vs[last], lhs[last]
+            members = np.sort(inst.slowdown[c, pricer.free[pricer.groups[top] == group]])
+            rhs = np.searchsorted(members, vs, side="right") // d
+            i = int(np.argmax(lhs - rhs))
+            cut = Cut(c, top, group, float(vs[i]), d, int(rhs[i]))
+            if lhs[i] - rhs[i] > CUT_VIOLATION and cut not in known:
+                found.append(cut)
+        return found
 
-def _price_all(
-    pricer: _Pricer,
-    inst: Instance,
-    multi: list[int],
-    cls: np.ndarray,
-    p_sep: np.ndarray,
-    p: np.ndarray,
-    mu: np.ndarray,
-    tolerance: float,
-) -> tuple[float, list[tuple[int, np.ndarray]]]:
-    """Price every job at ``p_sep``: the sum of their least ``cost + p_sep(S)`` and the sets
-    (the best of each tier) whose reduced cost at the LP duals ``(mu, p)`` is negative. Jobs of
-    one class, size and weight share one pricing (their duals ``mu`` only shift it)."""
-    value = 0.0
-    new: list[tuple[int, np.ndarray]] = []
-    priced: dict[tuple[int, int, float], tuple[float, list[tuple[float, np.ndarray]]]] = {}
-    for j, pos in enumerate(multi):
-        job = inst.queue[pos]
-        key = (int(cls[pos]), job.num_gpus, float(job.weight))
-        if key not in priced:
-            least, sets, _ = pricer.price(key[0], key[1], key[2], 0.0, p_sep)
-            priced[key] = (least, [(rc - p_sep[s].sum() + p[s].sum(), s) for rc, s in sets])
-        least, sets = priced[key]
-        value += least
-        new.extend((j, s) for rc_lp, s in sets if rc_lp - mu[j] < -tolerance)
-    return value, new
+    def purge(self, n_rows: int) -> None:
+        """Delete the unused job columns beyond ``2 * n_rows`` with the largest reduced costs
+        (HiGHS's re-solve time grows with the columns, not with the few pivots a new column
+        needs). They stay in ``columns``."""
+        sol = self.h.getSolution()
+        value = np.asarray(sol.col_value)[self.n_fixed :]
+        rc = np.asarray(sol.col_dual)[self.n_fixed :]
+        unused = np.flatnonzero(value <= 1e-9)
+        n_drop = len(self.in_master) - 2 * n_rows
+        if n_drop <= 0 or not len(unused):
+            return
+        drop = unused[np.argsort(-rc[unused], kind="stable")[:n_drop]]
+        self.h.deleteCols(len(drop), (self.n_fixed + np.sort(drop)).astype(np.int32))
+        keep = np.ones(len(self.in_master), dtype=bool)
+        keep[drop] = False
+        self.in_master = [c for c, k in zip(self.in_master, keep, strict=True) if k]
 
 
 def column_generation(
@@ -214,6 +360,7 @@ def column_generation(
     smoothing: float = 0.8,
     seed_columns: dict[int, list[tuple[np.ndarray, float]]] | None = None,
     purge_at: float = 4.0,
+    max_cuts: int = 200,
 ) -> ColumnGeneration:
     """Solve the configuration LP of ``rnd``'s open jobs by column generation (HiGHS).
 
@@ -233,135 +380,43 @@ def column_generation(
         More first columns (queue position -> (GPUs, cost)); those on GPUs not free are skipped.
     purge_at : float
         When the master holds more job columns than this many times its rows, the unused half
-        with the largest reduced costs leaves the LP (HiGHS's re-solve time grows with the
-        columns, not with the few pivots a new column needs). They stay in ``columns``.
+        with the largest reduced costs leaves the LP (see :meth:`Master.purge`).
+    max_cuts : int
+        Packing cuts (:class:`~palopt.solvers.exact.pricing.Cut`) added at most; each time the
+        LP converges, the violated ones join it and column generation goes on (0: the plain
+        configuration LP).
 
     Returns
     -------
     ColumnGeneration
     """
-    import highspy
-
-    started = time.perf_counter()
-    inst = rnd.instance
-    multi = list(rnd.multi)
-    counts, free, single_cost = single_gpu_costs(rnd)
-    pos_of = {int(g): i for i, g in enumerate(free)}
-    n_free, n_jobs, n_comm = len(free), len(multi), len(counts)
-    cap_row = n_jobs + n_comm  # capacity rows start here
-    h = new_highs()
-    h.setOptionValue("simplex_strategy", 4)  # primal simplex: added columns keep feasibility
-    inf = highspy.kHighsInf
-    row_lo = np.r_[np.ones(n_jobs), np.asarray(counts, dtype=np.float64), np.full(n_free, -inf)]
-    row_hi = np.r_[np.ones(n_jobs), np.asarray(counts, dtype=np.float64), np.ones(n_free)]
-    h.addRows(
-        len(row_lo),
-        row_lo,
-        row_hi,
-        0,
-        np.array([], dtype=np.int32),
-        np.array([], dtype=np.int32),
-        np.array([]),
+    master = Master(rnd, start, seed_columns)
+    bound, lp_value, converged, it = master.solve(
+        time_limit, max_iterations, tolerance, smoothing, purge_at, max_cuts
     )
-    for m in range(n_comm):
-        for q in range(n_free):
-            h.addCol(
-                float(single_cost[m, q]),
-                0.0,
-                inf,
-                2,
-                np.array([n_jobs + m, cap_row + q], dtype=np.int32),
-                np.ones(2),
-            )
-    columns: dict[int, list[tuple[np.ndarray, float]]] = {p: [] for p in multi}
-    # (queue position, index in columns[position]) of each job column in the master, in order
-    in_master: list[tuple[int, int]] = []
-    n_single = n_comm * n_free
-    cls = inst.job_class_indices()
-
-    def add_column(j: int, gpus_pos: np.ndarray) -> None:
-        pos = multi[j]
-        gpus = free[gpus_pos]
-        job = inst.queue[pos]
-        c = int(cls[pos])
-        cost = (
-            job.weight
-            * float(inst.slowdown[c, gpus].max())
-            * float(inst.penalty[c, inst.topology.tier_index(gpus)])
-        )
-        rows = np.r_[j, cap_row + np.sort(gpus_pos)].astype(np.int32)
-        h.addCol(cost, 0.0, inf, len(rows), rows, np.ones(len(rows)))
-        columns[pos].append((np.sort(gpus), cost))
-        in_master.append((pos, len(columns[pos]) - 1))
-
-    for j, pos in enumerate(multi):
-        add_column(j, np.array([pos_of[int(g)] for g in start[pos]]))
-        known = {tuple(columns[pos][0][0])}
-        for gpus, _ in (seed_columns or {}).get(pos, []):
-            if rnd.free[gpus].all() and tuple(gpus) not in known:
-                known.add(tuple(gpus))
-                add_column(j, np.array([pos_of[int(g)] for g in gpus]))
-    pricer = _Pricer(rnd)
-    bound, lp_value, converged, it = -np.inf, 0.0, False, 0
-    p_best: np.ndarray | None = None
-    while True:
-        h.run()
-        lp_value = float(h.getInfo().objective_function_value)
-        dual = np.asarray(h.getSolution().row_dual)
-        mu, nu, p = dual[:n_jobs], dual[n_jobs:cap_row], np.maximum(-dual[cap_row:], 0.0)
-        it += 1
-        last = it >= max_iterations or time.perf_counter() - started > time_limit
-        # Price at smoothed prices (Wentges), then at the LP's if that finds nothing.
-        new: list[tuple[int, np.ndarray]] = []
-        for alpha in (smoothing, 0.0) if p_best is not None and smoothing > 0 else (0.0,):
-            p_sep = p if alpha == 0.0 or p_best is None else alpha * p_best + (1 - alpha) * p
-            value, new = _price_all(pricer, inst, multi, cls, p_sep, p, mu, tolerance)
-            singles = sum(
-                float(np.partition(row, n - 1)[:n].sum())
-                for row, n in zip(single_cost + p_sep[None, :], counts, strict=True)
-            )
-            lagr = value + singles - float(p_sep.sum())
-            if lagr > bound:
-                bound, p_best = lagr, p_sep
-            if new:
-                break
-        if not new:
-            converged = True
-            bound = max(bound, lp_value)
-            break
-        if last:
-            break
-        if len(in_master) > purge_at * len(row_lo):
-            in_master = _purge(h, n_single, in_master, len(row_lo))
-        for j, chosen in new:
-            add_column(j, chosen)
-    single_rc = single_cost - nu[:, None] + p[None, :] if n_comm else np.zeros((0, n_free))
-    col_value = np.asarray(h.getSolution().col_value)[n_single:]
-    weights = {pos: np.zeros(len(columns[pos])) for pos in multi}
-    for (pos, i), v in zip(in_master, col_value, strict=True):
+    n_free = len(master.free)
+    single_rc = (
+        master.single_cost - master.nu[:, None] + master.p[None, :]
+        if len(master.counts)
+        else np.zeros((0, n_free))
+    )
+    weights = {pos: np.zeros(len(cols)) for pos, cols in master.columns.items()}
+    for (pos, i), v in zip(master.in_master, master.values(), strict=True):
         weights[pos][i] += v
     return ColumnGeneration(
-        bound, lp_value, converged, columns, weights, single_rc, it, pricer, mu, p
+        bound,
+        lp_value,
+        converged,
+        master.columns,
+        weights,
+        single_rc,
+        it,
+        list(master.cuts),
+        master,
+        master.mu.copy(),
+        master.p.copy(),
+        master.sigma.copy(),
     )
-
-
-def _purge(
-    h: Any, n_single: int, in_master: list[tuple[int, int]], n_rows: int
-) -> list[tuple[int, int]]:
-    """Delete from the master the unused job columns beyond ``2 * n_rows`` with the largest
-    reduced costs; returns the columns left, in order."""
-    sol = h.getSolution()
-    value = np.asarray(sol.col_value)[n_single:]
-    rc = np.asarray(sol.col_dual)[n_single:]
-    unused = np.flatnonzero(value <= 1e-9)
-    n_drop = len(in_master) - 2 * n_rows
-    if n_drop <= 0 or not len(unused):
-        return in_master
-    drop = unused[np.argsort(-rc[unused], kind="stable")[:n_drop]]
-    h.deleteCols(len(drop), (n_single + np.sort(drop)).astype(np.int32))
-    keep = np.ones(len(in_master), dtype=bool)
-    keep[drop] = False
-    return [c for c, k in zip(in_master, keep, strict=True) if k]
 
 
 def round_columns(rnd: Round, cg: ColumnGeneration) -> dict[int, np.ndarray]:
@@ -423,7 +478,7 @@ def lagrangian_bound(
     inst = rnd.instance
     multi = list(rnd.multi)
     counts, free, single_cost = single_gpu_costs(rnd)
-    pricer = _Pricer(rnd)
+    pricer = Pricer(rnd)
     cls = inst.job_class_indices()
     keys: dict[tuple[int, int, float], int] = {}
     for pos in multi:
@@ -439,8 +494,7 @@ def lagrangian_bound(
         for key, n_jobs in keys.items():
             least, sets, _ = pricer.price(key[0], key[1], key[2], 0.0, p)
             value += n_jobs * least
-            chosen = min(sets, key=lambda e: e[0])[1]
-            use[chosen] += n_jobs
+            use[min(sets, key=lambda col: col.rc).gpus] += n_jobs
         for row, n in zip(single_cost + p[None, :], counts, strict=True):
             pick = np.argpartition(row, n - 1)[:n]
             value += float(row[pick].sum())

@@ -17,7 +17,10 @@ incrementally, ``b[j, G, l] = 1`` iff the job is in ``G`` with threshold at leas
   threshold (valid cuts: a job in ``G`` with threshold at most ``v_l`` has all its GPUs there;
   they tighten the relaxation);
 - 1-GPU jobs of one class and weight are one commodity ``m`` with ``sum_tau z[m, tau] = n_m``;
-- ``sum_j x[j, tau] + sum_m z[m, tau] <= n_tau``.
+- ``sum_j x[j, tau] + sum_m z[m, tau] <= n_tau``;
+- interchangeable jobs (same class, size and weight) in one order: a job's key, its pattern's
+  (tier, group) then its threshold's rank, does not decrease along the queue
+  (:func:`_order_jobs`); without it a solver proves each bound once per permutation.
 
 Costs are floats; models need integers. Every cost is scaled by ``scale`` and rounded *down*, so
 the scaled optimum divided by ``scale`` is a valid lower bound on the true optimum, and a proven
@@ -29,6 +32,7 @@ a job's cost is at most ``ub`` minus the other jobs' best costs alone.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -98,10 +102,25 @@ class PlacementModel:
     gpu_type: np.ndarray  # type of each GPU, -1 if not free
     dgroups: list[np.ndarray]  # dense group of each GPU per tier
     n_patterns: int = 0
+    kinds: list[list[int]] = field(default_factory=list)  # interchangeable jobs, in order
+    order_key: dict[int, tuple[list[int], list[int]]] = field(default_factory=dict)
 
     def start(self, chosen: dict[int, np.ndarray], rnd: Round) -> np.ndarray | None:
         """The solution vector of a placement of ``rnd``'s open jobs, or ``None`` if the model
-        cannot express it (a pattern left out by the bound)."""
+        cannot express it (a pattern left out by the bound). Interchangeable jobs trade GPU
+        sets first, if need be, to follow the model's order."""
+        sol = self._vector(chosen, rnd)
+        if sol is None:
+            return None
+        swapped = dict(chosen)
+        for positions in self.kinds:
+            keys = [int(np.dot(sol[self.order_key[p][0]], self.order_key[p][1])) for p in positions]
+            order = np.argsort(keys, kind="stable")
+            swapped.update(zip(positions, [chosen[positions[i]] for i in order], strict=True))
+        same = all(swapped[p] is chosen[p] for p in chosen)
+        return sol if same else self._vector(swapped, rnd)
+
+    def _vector(self, chosen: dict[int, np.ndarray], rnd: Round) -> np.ndarray | None:
         inst = rnd.instance
         sol = np.zeros(self.sparse.n_vars, dtype=np.int64)
         for pos, pats in self.patterns.items():
@@ -304,6 +323,7 @@ def build_model(
             nxt = [bvars[last + 1]] if last + 1 < len(bvars) else []
             sp.row([*idx, bvars[0], *nxt], [1] * len(idx) + [-k] + [k] * len(nxt), 0, np.inf)
 
+    kinds, order_key = _order_jobs(rnd, sp, patterns, rep, [len(np.unique(d)) for d in dgroups])
     z: dict[tuple[int, int], int] = {}
     commodities = list(rnd.single_groups().values())
     free_idx = np.flatnonzero(rnd.free)
@@ -331,5 +351,64 @@ def build_model(
         if len(users) > 1:
             sp.row(users, [1] * len(users), -np.inf, int(cnt[kind]))
     return PlacementModel(
-        sp, scale, type_gpus, x, z, patterns, commodities, gpu_type, dgroups, n_patterns
+        sp,
+        scale,
+        type_gpus,
+        x,
+        z,
+        patterns,
+        commodities,
+        gpu_type,
+        dgroups,
+        n_patterns,
+        kinds,
+        order_key,
     )
+
+
+def _order_jobs(
+    rnd: Round,
+    sp: SparseModel,
+    patterns: dict[int, list[tuple[int, int, np.ndarray, list[int]]]],
+    rep: np.ndarray,
+    n_groups: list[int],
+) -> tuple[list[list[int]], dict[int, tuple[list[int], list[int]]]]:
+    """Rows that order interchangeable jobs (same class, size and weight).
+
+    Any placement's interchangeable jobs can trade GPU sets without changing its cost, so the
+    model keeps one order: a job's key is its pattern's (tier, group) then its threshold's rank,
+    ``key = id(t, G) * span + rank(v)``, written on the ``b`` like the cost, and keys do not
+    decrease along the queue. Without the rows a solver proves each bound once per permutation
+    (four 12-GPU jobs of one class: 24 times).
+
+    Returns
+    -------
+    kinds : list of list of int
+        Queue positions of each set of two or more interchangeable jobs.
+    order_key : dict
+        Queue position -> (variables, coefficients) of its key.
+    """
+    inst = rnd.instance
+    by_kind: dict[tuple[str, int, float], list[int]] = {}
+    for pos in rnd.multi:
+        job = inst.queue[pos]
+        by_kind.setdefault((job.job_class, job.num_gpus, job.weight), []).append(pos)
+    kinds = [positions for positions in by_kind.values() if len(positions) > 1]
+    order_key: dict[int, tuple[list[int], list[int]]] = {}
+    first_id = np.cumsum([0, *n_groups])
+    for positions in kinds:
+        levels = np.unique(inst.slowdown[inst.class_index[inst.queue[positions[0]].job_class], rep])
+        span = len(levels) + 1
+        for pos in positions:
+            idx: list[int] = []
+            coef: list[int] = []
+            for t, g, vals, bvars in patterns[pos]:
+                step = np.diff(np.r_[0, np.searchsorted(levels, vals) + 1])
+                step[0] += int(first_id[t] + g) * span
+                idx += bvars
+                coef += [int(c) for c in step]
+            order_key[pos] = (idx, coef)
+        for a, b in itertools.pairwise(positions):
+            (ia, ca), (ib, cb) = order_key[a], order_key[b]
+            sp.row(ia + ib, ca + [-c for c in cb], -np.inf, 0)
+    return kinds, order_key

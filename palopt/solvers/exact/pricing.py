@@ -1,0 +1,206 @@
+"""Pricing of the configuration LP's job columns, and the rows and branching decisions it
+honours (see :mod:`palopt.solvers.exact.colgen`).
+
+A *column* of a job is a GPU set with a *label*: the pattern (tier ``t``, group ``G``,
+threshold ``v``) it was priced under, at the pattern's cost ``w * v * penalty[t]``, which is at
+least the set's true cost. A set's own pattern (its smallest group, its slowest GPU) is among
+the labels, so optimising over labelled columns is exact; cuts speak of labels, which keeps
+pricing a scan over patterns.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from palopt.instance import Instance
+from palopt.solvers.round import Round, dense_groups
+
+__all__ = ["Cut", "Column", "Pricer", "price_all"]
+
+
+@dataclass(frozen=True)
+class Cut:
+    """A packing cut of the configuration LP.
+
+    ``F`` is the free GPUs of group ``group`` of tier ``tier`` whose class-``c`` slowdown is at
+    most ``v``. The columns of class-``c`` jobs whose pattern lies in that group with threshold
+    at most ``v`` take GPUs of ``F`` only, and those of one placement are disjoint, so a job of
+    ``k`` GPUs counting ``k // d`` gives ``sum (k // d) lam <= rhs = |F| // d``. The LP may
+    break it (one and a half 16-GPU jobs in the fast GPUs of a rack with 31 of them); no
+    placement does.
+    """
+
+    c: int
+    tier: int
+    group: int
+    v: float
+    d: int
+    rhs: int
+
+
+@dataclass(frozen=True)
+class Column:
+    """A job column as priced: free positions, cost ``w * v * penalty[tier]`` (the pattern's,
+    at least the set's true cost), the pattern's tier and threshold, and the reduced cost."""
+
+    gpus: np.ndarray
+    cost: float
+    tier: int
+    v: float
+    rc: float
+
+
+class Pricer:
+    """Exact pricing of one job over every (tier, group, threshold) pattern."""
+
+    def __init__(self, rnd: Round) -> None:
+        inst = rnd.instance
+        self.inst = inst
+        self.free = np.flatnonzero(rnd.free)
+        self.groups = [g[self.free] for g in dense_groups(inst)]
+        self.tiers = range(len(inst.topology.tiers))
+        self.cache: dict[tuple[int, int], list[tuple[float, int, int, np.ndarray]]] = {}
+        self.cut_prices: dict[int, list[tuple[Cut, float]]] = {}
+        self.cut_cache: dict[tuple[int, int, int, int], tuple[np.ndarray, np.ndarray] | None] = {}
+
+    def set_cut_prices(self, cuts: list[Cut], sigma: np.ndarray) -> None:
+        """Price the cut rows at ``sigma`` (>= 0, one per cut) from now on."""
+        self.cut_prices = {}
+        for cut, s in zip(cuts, sigma, strict=True):
+            if s > 0:
+                self.cut_prices.setdefault(cut.c, []).append((cut, float(s)))
+        self.cut_cache = {}
+
+    def cut_price(self, c: int, k: int, t: int, first: int) -> tuple[np.ndarray, np.ndarray] | None:
+        """What the cuts charge a class-``c`` pattern of ``k`` GPUs in the tier-``t`` group of
+        free position ``first``: thresholds ``v`` ascending and, per index, the sum of
+        ``(k // d) * sigma`` over the cuts with ``v`` or above (``None``: no cut applies)."""
+        key = (c, k, t, first)
+        if key not in self.cut_cache:
+            entries = sorted(
+                (cut.v, (k // cut.d) * s)
+                for cut, s in self.cut_prices.get(c, ())
+                if cut.tier >= t and cut.d <= k and self.groups[cut.tier][first] == cut.group
+            )
+            self.cut_cache[key] = (
+                (
+                    np.array([e[0] for e in entries]),
+                    np.r_[np.cumsum([e[1] for e in entries][::-1])[::-1], 0.0],
+                )
+                if entries
+                else None
+            )
+        return self.cut_cache[key]
+
+    def _groups(self, c: int, k: int) -> list[tuple[float, int, int, np.ndarray]]:
+        """Every (tier, group) with ``k`` free GPUs: (least possible cost factor ``v_k * pen``,
+        tier, group, free positions by slowdown), cheapest first."""
+        key = (c, k)
+        if key not in self.cache:
+            sf = self.inst.slowdown[c, self.free]
+            pen = self.inst.penalty[c]
+            out = []
+            for t in self.tiers:
+                order = np.lexsort((sf, self.groups[t]))
+                g = self.groups[t][order]
+                cuts = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
+                for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+                    if b - a >= k:
+                        members = order[a:b]
+                        out.append((float(sf[members[k - 1]] * pen[t]), t, int(g[a]), members))
+            out.sort(key=lambda e: e[0])
+            self.cache[key] = out
+        return self.cache[key]
+
+    def price(
+        self,
+        c: int,
+        k: int,
+        w: float,
+        mu: float,
+        p: np.ndarray,
+        cutoff: float | None = None,
+    ) -> tuple[float, list[Column], dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]]:
+        """Price one job (the cut rows at the prices of :meth:`set_cut_prices`).
+
+        Returns the least reduced cost, the best column of each tier with its reduced cost,
+        and, if ``cutoff`` is given, per (tier, group) the thresholds and their least reduced
+        costs, leaving out those whose reduced cost is surely above ``cutoff``.
+        """
+        sf = self.inst.slowdown[c, self.free]
+        pen = self.inst.penalty[c]
+        best = np.inf
+        tier_best: dict[int, Column] = {}
+        per_pattern = {}
+        for low, t, g, members in self._groups(c, k):
+            charged = self.cut_price(c, k, t, int(members[0])) if c in self.cut_prices else None
+            stop = best if cutoff is None else cutoff
+            if w * low - mu >= stop:
+                break
+            heap: list[float] = []  # negated: a max-heap of the k smallest p seen
+            total = 0.0
+            vals, rcs = [], []
+            n = len(members)
+            for i in range(n):
+                q = members[i]
+                base = w * float(sf[q]) * float(pen[t]) - mu
+                if base >= (best if cutoff is None else cutoff):
+                    break
+                pq = float(p[q])
+                if len(heap) < k:
+                    heapq.heappush(heap, -pq)
+                    total += pq
+                elif pq < -heap[0]:
+                    total += pq + heapq.heapreplace(heap, -pq)
+                if len(heap) < k or (i + 1 < n and sf[members[i + 1]] == sf[q]):
+                    continue
+                rc = base + total
+                if charged is not None:
+                    rc += float(charged[1][np.searchsorted(charged[0], sf[q])])
+                if cutoff is not None:
+                    vals.append(float(sf[q]))
+                    rcs.append(rc)
+                best = min(best, rc)
+                if t not in tier_best or rc < tier_best[t].rc:
+                    cand = members[: i + 1]
+                    chosen = cand[np.argsort(p[cand], kind="stable")[:k]]
+                    cost = w * float(sf[q]) * float(pen[t])
+                    tier_best[t] = Column(chosen, cost, t, float(sf[q]), rc)
+            if vals:
+                per_pattern[(t, g)] = (np.array(vals), np.array(rcs))
+        return best, list(tier_best.values()), per_pattern
+
+
+def price_all(
+    pricer: Pricer,
+    inst: Instance,
+    multi: list[int],
+    cls: np.ndarray,
+    p_sep: np.ndarray,
+    p: np.ndarray,
+    mu: np.ndarray,
+    tolerance: float,
+) -> tuple[float, list[tuple[int, Column]]]:
+    """Price every job at ``p_sep``: the sum of their least ``cost + p_sep(S)`` (cut prices
+    included) and the columns (the best of each tier) whose reduced cost at the LP duals
+    ``(mu, p)`` is negative. Jobs of one class, size and weight share one pricing (their duals
+    ``mu`` only shift it)."""
+    value = 0.0
+    new: list[tuple[int, Column]] = []
+    priced: dict[tuple[int, int, float], tuple[float, list[tuple[float, Column]]]] = {}
+    for j, pos in enumerate(multi):
+        job = inst.queue[pos]
+        key = (int(cls[pos]), job.num_gpus, float(job.weight))
+        if key not in priced:
+            least, cols, _ = pricer.price(key[0], key[1], key[2], 0.0, p_sep)
+            priced[key] = (
+                least,
+                [(col.rc - p_sep[col.gpus].sum() + p[col.gpus].sum(), col) for col in cols],
+            )
+        least, at_lp = priced[key]
+        value += least
+        new.extend((j, col) for rc_lp, col in at_lp if rc_lp - mu[j] < -tolerance)
+    return value, new
