@@ -33,6 +33,21 @@ def test_swap_gives_the_bottleneck_gpu_to_a_job_it_does_not_slow() -> None:
     assert round_cost(inst, out) == pytest.approx(3.0)
 
 
+def test_tied_bottleneck_gpus_are_traded_together() -> None:
+    # One 8-GPU server. The 4-GPU job of class A has two GPUs at 1.3: swapping either alone
+    # leaves its cost at 1.3. GPUs 4 and 5 are fast for A and held by 1-GPU jobs of class B,
+    # for which GPUs 2 and 3 are fast; GPU 6 is free but slow for A.
+    sd = np.array([[1.0, 1.0, 1.3, 1.3, 1.0, 1.0, 1.4, 1.0], [1.0] * 8])
+    queue = (Job("quad", 4, "A"), Job("s1", 1, "B"), Job("s2", 1, "B"), Job("s3", 1, "B"))
+    inst = Instance(build_cluster(1, 1, 8), ("A", "B"), sd, PENALTY, queue)
+    rnd = make_round(inst)
+    start = {0: np.array([0, 1, 2, 3]), 1: np.array([4]), 2: np.array([5]), 3: np.array([7])}
+    out = polish(rnd, start)
+    assert_feasible(inst, _assignment(inst, out))
+    assert len(out[0]) == 4 and sd[0, out[0]].max() == 1.0
+    assert round_cost(inst, out) == pytest.approx(4.0)
+
+
 def test_consolidation_pulls_two_spread_jobs_into_one_rack_each() -> None:
     # Two racks of two 2-GPU servers, all GPUs alike. Both 4-GPU jobs start spread over both
     # racks (penalty 2.0). Swapping one GPU at a time leaves both spread, so only the

@@ -4,7 +4,8 @@ Three moves, each made only if the round's weighted cost falls:
 
 - *swap*: a job's slowest GPU for its class (its bottleneck) trades places with another GPU, free
   or another job's, such that both jobs stay within the group of their tier. All candidate GPUs
-  are priced at once.
+  are priced at once. When several GPUs are as slow as the slowest (the Longhorn profiles repeat
+  64 measured GPUs, so ties are common), all of them trade at once, each with another owner.
 - *consolidate*: a job spread over several groups of the tier below its own moves its GPUs
   outside its largest such group into that group. It trades them with owners that do not mind
   where a GPU is: free GPUs, 1-GPU jobs, and jobs at the same tier or above. The job then drops a
@@ -126,7 +127,8 @@ class _State(Incumbent):
         """Trade job ``a``'s bottleneck GPU for the best other GPU, if that is cheaper."""
         c, x, t = self.cls[a], self.top[a], self.tier[a]
         if self.m2[a] >= self.m1[a]:
-            return  # another GPU is as slow: no single swap helps
+            self._swap_ties(a)  # another GPU is as slow: no single swap helps
+            return
         if self.k[a] > 1:
             ys = self._members(t, self.groups[t, x])
             ys = ys[self.sf[c, ys] < self.m1[a]]
@@ -153,6 +155,50 @@ class _State(Incumbent):
         if bj >= 0:
             moved[bj] = np.where(self.best[bj] == y, x, self.best[bj])
         self._apply(moved)
+
+    def _swap_ties(self, a: int) -> None:
+        """Trade all of job ``a``'s GPUs as slow as its bottleneck at once, each for a GPU of
+        its group no slower than its next slowest, from distinct owners, if that is cheaper."""
+        c, t, s = self.cls[a], self.tier[a], self.best[a]
+        v = self.sf[c, s]
+        slow = v >= self.m1[a]
+        out = s[slow]
+        if slow.all():
+            return
+        below = float(v[~slow].max())
+        ys = self._members(t, self.groups[t, self.top[a]])
+        ys = ys[(self.sf[c, ys] <= below) & (self.owner[ys] != a)]
+        if len(ys) < len(out):
+            return
+        b = self.owner[ys]
+        has = b >= 0
+        bb = np.where(has, b, 0)
+        cb, tb = self.cls[bb], self.tier[bb]
+        # b's cost with the worst for it of a's slow GPUs instead of y
+        kept = np.where(ys == self.top[bb], self.m2[bb], self.m1[bb])
+        incoming = self.sf[cb[:, None], out[None, :]].max(axis=1)
+        delta_b = self.w[bb] * np.maximum(kept, incoming) * self.pen[cb, tb] - self.cost[bb]
+        stays = (self.k[bb] == 1) | (
+            self.groups[tb[:, None], out[None, :]] == self.groups[tb, ys][:, None]
+        ).all(axis=1)
+        delta_b = np.where(has, np.where(stays, delta_b, np.inf), 0.0)
+        order = np.argsort(delta_b, kind="stable")
+        # at most one GPU of each job (free GPUs are all distinct)
+        owners = b[order]
+        first = owners < 0
+        first[np.flatnonzero(~first)[np.unique(owners[~first], return_index=True)[1]]] = True
+        pick = order[first][: len(out)]
+        gain = self.w[a] * below * self.pen[c, t] - self.cost[a] + delta_b[pick].sum()
+        if len(pick) < len(out) or not gain < -1e-12 * max(1.0, float(self.cost[a])):
+            return
+        moved = {a: np.concatenate([s[~slow], ys[pick]])}
+        for y, x in zip(ys[pick].tolist(), out.tolist(), strict=True):
+            bj = int(self.owner[y])
+            if bj >= 0:
+                moved[bj] = np.where(self.best[bj] == y, x, self.best[bj])
+        old = float(sum(self.cost[j] for j in moved))
+        if round_cost(self.instance, moved) < old - 1e-12 * old:
+            self._apply(moved)
 
     def consolidate(self, a: int) -> None:
         """Move job ``a`` (above the lowest tier, and small enough for a group of the tier
