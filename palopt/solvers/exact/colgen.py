@@ -27,7 +27,7 @@ prices so far and the LP's) raises that bound sooner.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -109,7 +109,6 @@ class ColumnGeneration:
         return out
 
 
-@dataclass
 class Master:
     """The restricted master LP (HiGHS) of a round's configuration LP, its columns and cuts.
 
@@ -127,15 +126,16 @@ class Master:
         More first columns (queue position -> (GPUs, cost)); those on GPUs not free are skipped.
     """
 
-    rnd: Round
-    start: dict[int, np.ndarray]
-    seed_columns: dict[int, list[tuple[np.ndarray, float]]] | None = None
-    cuts: list[Cut] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        rnd: Round,
+        start: dict[int, np.ndarray],
+        seed_columns: dict[int, list[tuple[np.ndarray, float]]] | None = None,
+    ) -> None:
         import highspy
 
-        rnd = self.rnd
+        self.rnd = rnd
+        self.cuts: list[Cut] = []
         inst = rnd.instance
         self.multi = list(rnd.multi)
         self.counts, self.free, self.single_cost = single_gpu_costs(rnd)
@@ -170,14 +170,14 @@ class Master:
             cost = inst.queue[pos].weight * v * float(inst.penalty[c, tier])
             return Column(np.array([pos_of[int(g)] for g in gpus]), cost, tier, v, 0.0)
 
-        first = [own(pos, np.asarray(self.start[pos])) for pos in self.multi]
+        first = [own(pos, np.asarray(start[pos])) for pos in self.multi]
         artificial = 2.0 * (sum(col.cost for col in first) + float(self.single_cost.sum())) + 1.0
         for j in range(n_jobs):
             h.addCol(artificial, 0.0, inf, 1, np.array([j], dtype=np.int32), np.ones(1))
         for j, pos in enumerate(self.multi):
             self.add_column(j, first[j])
             known = {tuple(self.columns[pos][0][0])}
-            for gpus, _ in (self.seed_columns or {}).get(pos, []):
+            for gpus, _ in (seed_columns or {}).get(pos, []):
                 if rnd.free[gpus].all() and tuple(gpus) not in known:
                     known.add(tuple(gpus))
                     self.add_column(j, own(pos, gpus))

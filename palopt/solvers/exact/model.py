@@ -108,7 +108,8 @@ class PlacementModel:
     def start(self, chosen: dict[int, np.ndarray], rnd: Round) -> np.ndarray | None:
         """The solution vector of a placement of ``rnd``'s open jobs, or ``None`` if the model
         cannot express it (a pattern left out by the bound). Interchangeable jobs trade GPU
-        sets first, if need be, to follow the model's order."""
+        sets first, if need be, to follow the model's order (if the traded placement cannot be
+        expressed, the vector is the placement as given: a hint that breaks the order rows)."""
         sol = self._vector(chosen, rnd)
         if sol is None:
             return None
@@ -117,8 +118,10 @@ class PlacementModel:
             keys = [int(np.dot(sol[self.order_key[p][0]], self.order_key[p][1])) for p in positions]
             order = np.argsort(keys, kind="stable")
             swapped.update(zip(positions, [chosen[positions[i]] for i in order], strict=True))
-        same = all(swapped[p] is chosen[p] for p in chosen)
-        return sol if same else self._vector(swapped, rnd)
+        if all(swapped[p] is chosen[p] for p in chosen):
+            return sol
+        ordered = self._vector(swapped, rnd)
+        return sol if ordered is None else ordered
 
     def _vector(self, chosen: dict[int, np.ndarray], rnd: Round) -> np.ndarray | None:
         inst = rnd.instance
