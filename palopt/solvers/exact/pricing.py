@@ -1,5 +1,5 @@
-"""Pricing of the configuration LP's job columns, and the rows and branching decisions it
-honours (see :mod:`palopt.solvers.exact.colgen`).
+"""Pricing of the configuration LP's job columns, and the packing cuts it honours (see
+:mod:`palopt.solvers.exact.colgen`).
 
 A *column* of a job is a GPU set with a *label*: the pattern (tier ``t``, group ``G``,
 threshold ``v``) it was priced under, at the pattern's cost ``w * v * penalty[t]``, which is at
