@@ -368,6 +368,7 @@ def test_packing_cuts_close_the_rack_gap() -> None:
     r = solve(inst, "cpsat")
     assert_feasible(inst, r.assignment())
     assert r.status == Status.OPTIMAL and r.settings["proof"] == "configuration-LP bound"
+    assert r.settings["cg_cuts"] == 2
 
 
 def test_interchangeable_jobs_keep_one_order_and_any_placement_starts() -> None:

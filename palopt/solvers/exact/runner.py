@@ -316,6 +316,7 @@ class ExactSolver:
                 cg_iterations=cg.iterations,
                 cg_converged=cg.converged,
                 cg_columns=sum(len(c) for c in cg.columns.values()),
+                cg_cuts=len(cg.cuts),
             )
             if rnd.multi:
                 target = bound + self.gap * abs(bound)
