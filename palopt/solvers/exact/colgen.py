@@ -190,8 +190,8 @@ class Master:
         """The coefficient in ``cut`` of a column of ``pos`` with ``label``."""
         tier, v, first = label
         k = self.rnd.instance.queue[pos].num_gpus
-        inside = cut.tier >= tier and self.pricer.groups[cut.tier][first] == cut.group
-        return k // cut.d if cut.c == self.cls[pos] and inside and v <= cut.v else 0
+        a = cut.weight(int(self.cls[pos]), k, tier, self.pricer.groups, first)
+        return a if v <= cut.v else 0
 
     def add_column(self, j: int, col: Column) -> None:
         """Add ``col`` as a column of the ``j``-th multi-GPU job."""

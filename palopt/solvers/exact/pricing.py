@@ -40,6 +40,13 @@ class Cut:
     d: int
     rhs: int
 
+    def weight(self, c: int, k: int, t: int, group_at: list[np.ndarray], first: int) -> int:
+        """The coefficient, ``k // d`` or 0, of a class-``c`` pattern of ``k`` GPUs in the
+        tier-``t`` group of free position ``first`` (``group_at[tier][first]``: its group at
+        each tier), for any threshold up to :attr:`v`."""
+        inside = self.tier >= t and group_at[self.tier][first] == self.group
+        return k // self.d if c == self.c and inside else 0
+
 
 @dataclass(frozen=True)
 class Column:
@@ -81,9 +88,9 @@ class Pricer:
         key = (c, k, t, first)
         if key not in self.cut_cache:
             entries = sorted(
-                (cut.v, (k // cut.d) * s)
+                (cut.v, a * s)
                 for cut, s in self.cut_prices.get(c, ())
-                if cut.tier >= t and cut.d <= k and self.groups[cut.tier][first] == cut.group
+                if (a := cut.weight(c, k, t, self.groups, first))
             )
             self.cut_cache[key] = (
                 (
