@@ -20,6 +20,7 @@ from palopt.result import Action, JobPlacement
 __all__ = [
     "CostBreakdown",
     "job_cost",
+    "set_costs",
     "Evaluation",
     "evaluate",
     "check_feasible",
@@ -65,7 +66,7 @@ def job_cost(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray) -> 
     CostBreakdown(cost=1.7999999999999998, slowdown=1.2, tier='rack', penalty=1.5)
     """
     c = np.array([instance.class_index[job.job_class]])
-    cost, sf, tier, pen = _cost_parts(
+    cost, sf, tier, pen = set_costs(
         instance, c, np.asarray(gpus, dtype=np.int64), np.zeros(1, dtype=np.int64)
     )
     return CostBreakdown(
@@ -73,12 +74,37 @@ def job_cost(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray) -> 
     )
 
 
-def _cost_parts(
+def set_costs(
     instance: Instance, classes: np.ndarray, gpus: np.ndarray, starts: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """The cost formula for many GPU sets at once: set ``k`` is ``gpus[starts[k]:starts[k+1]]``
-    (non-empty) for class ``classes[k]``. Returns cost, max slowdown, tier index and penalty
-    per set."""
+    """The cost formula for many GPU sets at once.
+
+    Parameters
+    ----------
+    instance : Instance
+    classes : numpy.ndarray
+        Class index of each set.
+    gpus : numpy.ndarray
+        The sets' dense GPU indices, one set after another.
+    starts : numpy.ndarray
+        Where each set starts in ``gpus``: set ``k`` is ``gpus[starts[k]:starts[k+1]]``
+        (non-empty).
+
+    Returns
+    -------
+    cost, slowdown, tier, penalty : numpy.ndarray
+        Per set: the unweighted cost, the largest slowdown, the tier index and the penalty.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.instance import Instance, Job
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.2, 0.9, 1.0]]),
+    ...                 np.array([[1.0, 1.5, 1.5]]), (Job("j", 2, "A"),))
+    >>> set_costs(inst, np.array([0, 0]), np.array([0, 1, 1, 2]), np.array([0, 2]))[0]
+    array([1.2, 1.8])
+    """
     sizes = np.diff(np.append(starts, len(gpus)))
     sf = np.maximum.reduceat(instance.slowdown[np.repeat(classes, sizes), gpus], starts)
     groups = instance.topology.groups[:, gpus]
@@ -214,7 +240,7 @@ def job_placements(
         gpus = gpus[np.lexsort((gpus, np.repeat(np.arange(len(placed)), sizes)))]
         class_index = instance.class_index
         classes = np.array([class_index[jobs[k].job_class] for k in placed])
-        cost, sf, tier, pen = _cost_parts(instance, classes, gpus, np.array(bounds[:-1]))
+        cost, sf, tier, pen = set_costs(instance, classes, gpus, np.array(bounds[:-1]))
         tiers = instance.topology.tiers
         flat = gpus.tolist()
         parts = dict(

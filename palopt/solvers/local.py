@@ -90,14 +90,16 @@ class _State(Incumbent):
         self.by_speed = [usable[np.argsort(row[usable], kind="stable")] for row in self.sf]
         self.sorted_sf = [row[o] for row, o in zip(self.sf, self.by_speed, strict=True)]
         q = inst.queue
-        n = len(q)
-        self.cls = inst.job_class_indices()
-        self.w = np.array([job.weight for job in q], dtype=np.float64)
-        self.k = np.array([job.num_gpus for job in q], dtype=np.int64)
+        # One more entry than the queue, last: the owner -1 of a free GPU reads it as a job of
+        # one GPU with weight and cost 0, so moves price free GPUs and jobs alike.
+        n = len(q) + 1
+        self.cls = np.append(inst.job_class_indices(), 0)
+        self.w = np.array([job.weight for job in q] + [0.0], dtype=np.float64)
+        self.k = np.array([job.num_gpus for job in q] + [1], dtype=np.int64)
         self.placed = np.zeros(n, dtype=bool)
         self.placed[list(chosen)] = True
         self.tier = np.zeros(n, dtype=np.int64)
-        self.top = np.zeros(n, dtype=np.int64)  # the bottleneck GPU
+        self.top = np.full(n, -1, dtype=np.int64)  # the bottleneck GPU
         self.m1 = np.zeros(n)  # largest slowdown
         self.m2 = np.zeros(n)  # second largest (0 for a 1-GPU job)
         self.cost = np.zeros(n)
@@ -110,7 +112,7 @@ class _State(Incumbent):
         v = self.sf[self.cls[j], s]
         i = int(np.argmax(v))
         self.top[j], self.m1[j] = s[i], v[i]
-        self.m2[j] = np.delete(v, i).max() if len(v) > 1 else 0.0
+        self.m2[j] = np.partition(v, len(v) - 2)[len(v) - 2] if len(v) > 1 else 0.0
         self.tier[j] = self.topology.tier_index(s)
         self.cost[j] = self.w[j] * self.m1[j] * self.pen[self.cls[j], self.tier[j]]
         self.dirty[j] = True
@@ -139,14 +141,12 @@ class _State(Incumbent):
             return
         # a's cost with y instead of x (its tier cannot rise: y is in its group)
         delta = self.w[a] * np.maximum(self.m2[a], self.sf[c, ys]) * self.pen[c, t] - self.cost[a]
-        b = self.owner[ys]
-        has = b >= 0
-        bb = np.where(has, b, 0)
-        kept = np.where(ys == self.top[bb], self.m2[bb], self.m1[bb])  # b's max without y
-        cb, tb = self.cls[bb], self.tier[bb]
-        delta_b = self.w[bb] * np.maximum(kept, self.sf[cb, x]) * self.pen[cb, tb] - self.cost[bb]
-        stays = (self.k[bb] == 1) | (self.groups[tb, x] == self.groups[tb, ys])
-        delta = np.where(has, np.where(stays, delta + delta_b, np.inf), delta)
+        b = self.owner[ys]  # -1 (free) reads the zero-cost entry
+        kept = np.where(ys == self.top[b], self.m2[b], self.m1[b])  # b's max without y
+        cb, tb = self.cls[b], self.tier[b]
+        delta += self.w[b] * np.maximum(kept, self.sf[cb, x]) * self.pen[cb, tb] - self.cost[b]
+        stays = (self.k[b] == 1) | (self.groups[tb, x] == self.groups[tb, ys])
+        delta[~stays] = np.inf
         i = int(np.argmin(delta))
         if delta[i] >= -1e-12 * max(1.0, float(self.cost[a])):
             return
@@ -170,18 +170,16 @@ class _State(Incumbent):
         ys = ys[(self.sf[c, ys] <= below) & (self.owner[ys] != a)]
         if len(ys) < len(out):
             return
-        b = self.owner[ys]
-        has = b >= 0
-        bb = np.where(has, b, 0)
-        cb, tb = self.cls[bb], self.tier[bb]
+        b = self.owner[ys]  # -1 (free) reads the zero-cost entry
+        cb, tb = self.cls[b], self.tier[b]
         # b's cost with the worst for it of a's slow GPUs instead of y
-        kept = np.where(ys == self.top[bb], self.m2[bb], self.m1[bb])
+        kept = np.where(ys == self.top[b], self.m2[b], self.m1[b])
         incoming = self.sf[cb[:, None], out[None, :]].max(axis=1)
-        delta_b = self.w[bb] * np.maximum(kept, incoming) * self.pen[cb, tb] - self.cost[bb]
-        stays = (self.k[bb] == 1) | (
+        delta_b = self.w[b] * np.maximum(kept, incoming) * self.pen[cb, tb] - self.cost[b]
+        stays = (self.k[b] == 1) | (
             self.groups[tb[:, None], out[None, :]] == self.groups[tb, ys][:, None]
         ).all(axis=1)
-        delta_b = np.where(has, np.where(stays, delta_b, np.inf), 0.0)
+        delta_b[~stays] = np.inf
         order = np.argsort(delta_b, kind="stable")
         # at most one GPU of each job (free GPUs are all distinct)
         owners = b[order]
@@ -211,9 +209,8 @@ class _State(Incumbent):
             outside = s[child != group]
             pool = self._members(t - 1, int(group))
             pool = pool[self.owner[pool] != a]
-            b = self.owner[pool]
-            bb = np.where(b >= 0, b, 0)
-            pool = pool[(b < 0) | (self.k[bb] == 1) | (self.tier[bb] >= t)]
+            b = self.owner[pool]  # -1 (free) reads the entry of a 1-GPU job
+            pool = pool[(self.k[b] == 1) | (self.tier[b] >= t)]
             if len(pool) < len(outside):
                 continue
             takes = pool[np.argsort(self.sf[c, pool], kind="stable")[: len(outside)]]

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from palopt.cost import set_costs
 from palopt.errors import InputError
 from palopt.instance import Instance
 
@@ -170,12 +171,11 @@ def dense_groups(instance: Instance) -> list[np.ndarray]:
 
 def round_cost(instance: Instance, chosen: dict[int, np.ndarray]) -> float:
     """Weighted cost of the jobs placed in ``chosen`` (queue position -> GPU indices)."""
-    total = 0.0
-    for pos, gpus in chosen.items():
-        job = instance.queue[pos]
-        c = instance.class_index[job.job_class]
-        t = instance.topology.tier_index(gpus)
-        total += (
-            job.weight * float(instance.slowdown[c, gpus].max()) * float(instance.penalty[c, t])
-        )
-    return total
+    if not chosen:
+        return 0.0
+    jobs = [instance.queue[p] for p in chosen]
+    sets = list(chosen.values())
+    starts = np.cumsum([0] + [len(g) for g in sets[:-1]])
+    classes = np.array([instance.class_index[job.job_class] for job in jobs])
+    cost = set_costs(instance, classes, np.concatenate(sets).astype(np.int64), starts)[0]
+    return float(np.dot([job.weight for job in jobs], cost))
