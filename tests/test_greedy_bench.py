@@ -16,8 +16,9 @@ from palopt.bench.runner import SolverSpec, run_instance
 from palopt.cli import main
 from palopt.cost import assert_feasible
 from palopt.solvers.bounds import lower_bound
-from palopt.solvers.greedy import PACKING, GreedyPlacer
-from palopt.solvers.round import admitted_prefix, make_round
+from palopt.solvers.greedy import PACKING, GreedyPlacer, greedy_assignment
+from palopt.solvers.local import polish
+from palopt.solvers.round import admitted_prefix, make_round, round_cost
 
 
 def test_admitted_prefix_is_the_longest_fitting_prefix() -> None:
@@ -74,6 +75,23 @@ def test_packing_keeps_whole_servers_for_later_jobs() -> None:
     r = solve(inst, "greedy")
     assert_feasible(inst, r.assignment())
     assert r.objective == pytest.approx(packed[0])
+
+
+def test_greedy_keeps_the_better_of_its_two_cheapest_passes_polished() -> None:
+    # Here the cheapest pass (queue order with packing) polishes to 38.98; the next (queue
+    # order, no packing) costs more before local search and less after it: 37.75.
+    inst = make_instance(Family(256, 8, 1.0, "synthetic"), 0)
+    rnd = make_round(inst)
+    queue = list(rnd.open_positions)
+    passes = sorted(
+        (GreedyPlacer(rnd).place(queue), GreedyPlacer(rnd, packing=PACKING).place(queue)),
+        key=lambda p: p[0],
+    )
+    polished = [round_cost(inst, polish(rnd, chosen)) for _, chosen in passes]
+    assert polished[0] > polished[1] * 1.02
+    chosen = greedy_assignment(rnd)
+    assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
+    assert round_cost(inst, chosen) == pytest.approx(polished[1])
 
 
 @settings(max_examples=60, deadline=None)
