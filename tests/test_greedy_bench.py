@@ -78,13 +78,17 @@ def test_packing_keeps_whole_servers_for_later_jobs() -> None:
 
 
 def test_greedy_keeps_the_better_of_its_two_cheapest_passes_polished() -> None:
-    # Here the cheapest pass (queue order with packing) polishes to 38.98; the next (queue
-    # order, no packing) costs more before local search and less after it: 37.75.
-    inst = make_instance(Family(256, 8, 1.0, "synthetic"), 0)
+    # Here the cheapest pass (queue order) polishes to 15.22; the next (largest first, with
+    # packing) costs more before local search and less after it: 14.86.
+    inst = make_instance(Family(64, 4, 1.0, "synthetic"), 0)
     rnd = make_round(inst)
     queue = list(rnd.open_positions)
+    big_first = sorted(queue, key=lambda p: -inst.queue[p].num_gpus)
     passes = sorted(
-        (GreedyPlacer(rnd).place(queue), GreedyPlacer(rnd, packing=PACKING).place(queue)),
+        (
+            GreedyPlacer(rnd).place(queue),
+            GreedyPlacer(rnd, packing=PACKING).place_split(big_first),
+        ),
         key=lambda p: p[0],
     )
     polished = [round_cost(inst, polish(rnd, chosen)) for _, chosen in passes]
@@ -92,6 +96,27 @@ def test_greedy_keeps_the_better_of_its_two_cheapest_passes_polished() -> None:
     chosen = greedy_assignment(rnd)
     assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
     assert round_cost(inst, chosen) == pytest.approx(polished[1])
+
+
+def test_rack_sized_jobs_last_keep_racks_whole() -> None:
+    # Two 32-GPU jobs (4th and 21st of 29) in a full 256-GPU round. In queue order they break
+    # racks that an 8- and a 12-GPU job later need, and those end up spread over racks too;
+    # placed last, the two take the GPUs the others leave scattered and every other job keeps
+    # its lowest tier (37.61 against 38.98 after local search).
+    inst = make_instance(Family(256, 8, 1.0, "synthetic"), 0)
+    rnd = make_round(inst)
+    queue = list(rnd.open_positions)
+    big = [p for p in queue if inst.queue[p].num_gpus >= 32]
+    assert len(big) == 2
+    packer = GreedyPlacer(rnd, packing=PACKING)
+    rest = [p for p in queue if p not in big]
+    in_order, big_last = (
+        round_cost(inst, polish(rnd, packer.place(order)[1])) for order in (queue, rest + big)
+    )
+    assert big_last < in_order / 1.02
+    chosen = greedy_assignment(rnd)
+    assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
+    assert round_cost(inst, chosen) == pytest.approx(big_last)
 
 
 @settings(max_examples=60, deadline=None)

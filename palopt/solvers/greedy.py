@@ -4,17 +4,19 @@ For each job, in turn, the candidates are, at every tier of the topology, the be
 tier: the group whose ``k``-th fastest free GPU (for the job's class) is fastest, charged with the
 tier's penalty. So a job sees its best server, its best rack and its best anywhere placement, and
 takes the cheapest (the lowest tier on ties), on the ``k`` fastest free GPUs of that group. Three
-passes are tried and the cheapest placement is kept: queue order, each job on its cheapest
-placement; and queue order and largest jobs first *with packing* (a job may cost up to 5% more if
-that fills a server or a rack instead of scattering over several; see
-:meth:`GreedyPlacer.best`), the largest-first pass then assigning the 1-GPU jobs optimally to what
-is left (a transportation problem, when ``highspy`` is installed). At half load the first pass
-usually wins; with the cluster full, packing matters more than a few percent of slowdown. The two
-cheapest passes are then improved by local search (:mod:`palopt.solvers.local`: GPU swaps, moves
-that pull a spread job into one group, trades between jobs of one size), and the cheaper result is
-kept: which pass polishes best is not the one that starts cheapest. On the full-load 4,096-GPU
-benchmark rounds local search takes 0.7-5.4% off a pass's cost, and the second polished pass
-another 0-0.9%; the whole greedy takes 0.3-0.6 s there.
+passes are made: queue order, each job on its cheapest placement; and, *with packing* (a job may
+cost up to 5% more if that fills a server or a rack instead of scattering over several; see
+:meth:`GreedyPlacer.best`), largest jobs first and queue order with the jobs of a rack or more
+last. The largest-first pass assigns the 1-GPU jobs optimally to what is left (a transportation
+problem, when ``highspy`` is installed). A job of a rack or more pays the rack or cluster
+penalty wherever it goes, and spread over racks it pays no more than any smaller job forced
+across racks; placed last it takes the GPUs the other jobs leave scattered, and racks stay whole
+for the jobs that fit in one. At half load the first pass usually wins; with the cluster full,
+packing matters more than a few percent of slowdown. The two cheapest passes are then improved by
+local search (:mod:`palopt.solvers.local`: GPU swaps, moves that pull a spread job into one
+group, trades between jobs of one size), and the cheaper result is kept: which pass polishes
+best is not always the one that starts cheapest. On the full-load 4,096-GPU benchmark rounds
+local search takes 0.7-5.4% off a pass's cost; the whole greedy takes 0.3-0.6 s there.
 
 The greedy places exactly the jobs of :func:`palopt.solvers.round.make_round` (the admitted prefix,
 or the first-fit set), so its cost compares directly with the exact solvers' optimum; it is also
@@ -49,7 +51,7 @@ PACKING = 0.05
 
 #: How many of the cheapest passes local search improves (the cheapest result is kept). On the
 #: full-load 1,024- and 4,096-GPU benchmark rounds the pass that starts cheapest polishes best
-#: in 6 of 24, one of the two cheapest in 19 of 24. Polishing a pass costs about as much as
+#: in 15 of 24, one of the two cheapest in 22 of 24. Polishing a pass costs about as much as
 #: all three passes, so polishing the third too would take the greedy to about 1 s at 4,096 GPUs.
 POLISHED = 2
 
@@ -213,8 +215,9 @@ class GreedyPlacer:
 def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
     """Three greedy passes over ``rnd``'s open jobs; the two cheapest are improved by local
     search (:func:`palopt.solvers.local.polish`) and the cheaper result is returned. The passes:
-    queue order, cheapest placement each; queue order with packing (:data:`PACKING`); and largest
-    first with packing, the 1-GPU jobs then placed optimally.
+    queue order, cheapest placement each; largest first with packing (:data:`PACKING`), the 1-GPU
+    jobs then placed optimally; and queue order with packing, jobs of at least a rack's GPUs
+    (a group of the tier below the top) last.
 
     Returns
     -------
@@ -235,10 +238,13 @@ def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
     queue_order = list(rnd.open_positions)
     big_first = sorted(queue_order, key=lambda p: -q[p].num_gpus)
     packer = GreedyPlacer(rnd, packing=PACKING)
+    groups = packer.groups
+    rack = int(np.bincount(groups[-2]).max()) if len(groups) > 1 else np.inf
+    big_last = sorted(queue_order, key=lambda p: q[p].num_gpus >= rack)
     passes = (
         GreedyPlacer(rnd).place(queue_order),
         packer.place_split(big_first),
-        packer.place(queue_order),
+        packer.place(big_last),
     )
     polished = [polish(rnd, chosen) for _, chosen in sorted(passes, key=lambda o: o[0])[:POLISHED]]
     return min(polished, key=lambda chosen: round_cost(rnd.instance, chosen))
@@ -298,5 +304,6 @@ register(
     "greedy",
     _make,
     "Cost-aware greedy: cheapest server/rack/anywhere per job; three passes (queue order, and "
-    "with packing queue order and largest first), the two cheapest improved by local search",
+    "with packing largest first and queue order with rack-sized jobs last), the two cheapest "
+    "improved by local search",
 )
