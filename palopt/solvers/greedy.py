@@ -16,7 +16,7 @@ packing matters more than a few percent of slowdown. The two cheapest passes are
 local search (:mod:`palopt.solvers.local`: GPU swaps, moves that pull a spread job into one
 group, trades between jobs of one size), and the cheaper result is kept: which pass polishes
 best is not always the one that starts cheapest. On the full-load 4,096-GPU benchmark rounds
-local search takes 0.7-5.4% off a pass's cost; the whole greedy takes 0.3-0.6 s there.
+local search takes 0.7-5.4% off a pass's cost; the whole greedy takes 0.4-0.7 s there.
 
 The greedy places exactly the jobs of :func:`palopt.solvers.round.make_round` (the admitted prefix,
 or the first-fit set), so its cost compares directly with the exact solvers' optimum; it is also
