@@ -18,6 +18,7 @@ from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.colgen import column_generation, lagrangian_bound
 from palopt.solvers.exact.cpsat import CpSatSolver
 from palopt.solvers.exact.model import build_model
+from palopt.solvers.exact.pricing import Pricer
 from palopt.solvers.exact.runner import BackendAnswer
 from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.round import make_round, round_cost, select_positions
@@ -118,6 +119,28 @@ def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) 
     if rnd.multi:
         cg = column_generation(rnd, greedy_assignment(rnd), time_limit=2.0)
         assert cg.bound + round_cost(inst, rnd.fixed) <= optimum + 1e-7
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_instances(), seed=st.integers(0, 2**16))
+def test_least_priced_set_matches_enumeration(inst: Instance, seed: int) -> None:
+    rnd = make_round(inst)
+    pricer = Pricer(rnd)
+    free = pricer.free
+    rng = np.random.default_rng(seed)
+    p = rng.exponential(0.3, len(free)) * (rng.random(len(free)) < 0.6)
+    for c, cls in enumerate(inst.classes):
+        for k in range(1, min(len(free), 4) + 1):
+            job = Job("x", k, cls, 1.5)
+            value, gpus = pricer.least(c, k, 1.5, p)
+            every = min(
+                1.5 * job_cost(inst, job, free[list(s)]).cost + p[list(s)].sum()
+                for s in itertools.combinations(range(len(free)), k)
+            )
+            assert value == pytest.approx(every, abs=1e-9)
+            assert len(set(gpus.tolist())) == k
+            attained = 1.5 * job_cost(inst, job, free[gpus]).cost + p[gpus].sum()
+            assert attained <= value + 1e-9
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

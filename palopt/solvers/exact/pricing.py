@@ -18,7 +18,38 @@ import numpy as np
 from palopt.instance import Instance
 from palopt.solvers.round import Round, dense_groups
 
-__all__ = ["Cut", "Column", "Pricer", "price_all"]
+__all__ = ["Cut", "Column", "Pricer", "price_all", "prefix_least"]
+
+
+def prefix_least(q: np.ndarray, k: int) -> np.ndarray:
+    """Sums of the ``k`` smallest values of every prefix of ``q`` of ``k`` or more values.
+
+    Parameters
+    ----------
+    q : numpy.ndarray
+        Values (at least ``k``).
+    k : int
+        How many of each prefix are summed (at least 1).
+
+    Returns
+    -------
+    numpy.ndarray
+        Entry ``i``: the sum of the ``k`` smallest of ``q[:k + i]``.
+
+    Examples
+    --------
+    >>> prefix_least(np.array([3.0, 1.0, 2.0, 0.5]), 2).tolist()
+    [4.0, 3.0, 1.5]
+    """
+    heap = [-x for x in q[:k].tolist()]  # negated: a max-heap of the k smallest so far
+    heapq.heapify(heap)
+    total = -sum(heap)
+    out = [total]
+    for x in q[k:].tolist():
+        if x < -heap[0]:
+            total += x + heapq.heapreplace(heap, -x)
+        out.append(total)
+    return np.array(out)
 
 
 @dataclass(frozen=True)
@@ -72,6 +103,7 @@ class Pricer:
         self.cache: dict[tuple[int, int], list[tuple[float, int, int, np.ndarray]]] = {}
         self.cut_prices: dict[int, list[tuple[Cut, float]]] = {}
         self.cut_cache: dict[tuple[int, int, int, int], tuple[np.ndarray, np.ndarray] | None] = {}
+        self.tables: dict[int, list[tuple[float, np.ndarray, np.ndarray, np.ndarray]]] = {}
 
     def set_cut_prices(self, cuts: list[Cut], sigma: np.ndarray) -> None:
         """Price the cut rows at ``sigma`` (>= 0, one per cut) from now on."""
@@ -121,6 +153,89 @@ class Pricer:
             out.sort(key=lambda e: e[0])
             self.cache[key] = out
         return self.cache[key]
+
+    def _tables(self, c: int) -> list[tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
+        """Per tier: its penalty for class ``c``, and per group (one row each, padded) the
+        free positions by slowdown (padding: ``len(free)``), their slowdowns (padding: inf)
+        and the group's size."""
+        if c not in self.tables:
+            sf = self.inst.slowdown[c, self.free]
+            n = len(self.free)
+            out = []
+            for t in self.tiers:
+                order = np.lexsort((sf, self.groups[t]))
+                g = self.groups[t][order]
+                starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+                size = np.diff(np.r_[starts, n])
+                row = np.repeat(np.arange(len(starts)), size)
+                col = np.arange(n) - np.repeat(starts, size)
+                idx = np.full((len(starts), int(size.max())), n)
+                idx[row, col] = order
+                sfm = np.full(idx.shape, np.inf)
+                sfm[row, col] = sf[order]
+                out.append((float(self.inst.penalty[c, t]), idx, sfm, size))
+            self.tables[c] = out
+        return self.tables[c]
+
+    def least(self, c: int, k: int, w: float, p: np.ndarray) -> tuple[float, np.ndarray]:
+        """The least ``w * cost(S) + p(S)`` over the ``k``-GPU sets ``S`` of free positions
+        (no cuts), and a set that attains it.
+
+        The same minimum over patterns as :meth:`price`, vectorised over the groups of a tier
+        (one step per threshold rank); this is the hot path of :func:`lagrangian_bound
+        <palopt.solvers.exact.colgen.lagrangian_bound>`.
+
+        Parameters
+        ----------
+        c, k : int
+            The job's class and size.
+        w : float
+            The job's weight.
+        p : numpy.ndarray
+            A price (>= 0) per free position.
+
+        Returns
+        -------
+        value : float
+        gpus : numpy.ndarray
+            Free positions of a set that attains ``value``.
+        """
+        padded = np.append(p, np.inf)
+        best, where = np.inf, np.arange(k)
+        for pen, idx, sfm, size in self._tables(c):
+            rows = np.flatnonzero(size >= k)
+            if not len(rows):
+                continue
+            base = w * pen * sfm[rows]  # the pattern cost of each threshold
+            prices = padded[idx[rows]]
+            # No set of a group costs less than its k-th threshold plus its k lowest prices.
+            low = np.partition(prices, k - 1, axis=1)[:, :k].sum(axis=1)
+            keep = base[:, k - 1] + low < best
+            if not keep.any():
+                continue
+            rows, base, prices, low = rows[keep], base[keep], prices[keep], low[keep]
+            if len(rows) == 1:  # one group (the top tier): a heap scan up to where it can help
+                end = max(k, int(np.searchsorted(base[0] + low[0], best)))
+                value = base[0, k - 1 : end] + prefix_least(prices[0, :end], k)
+                i = int(np.argmin(value))
+                if value[i] < best:
+                    best, where = float(value[i]), idx[rows[0], : k + i]
+                continue
+            kept = np.sort(prices[:, :k], axis=1)  # each group's k lowest prices so far
+            total = kept.sum(axis=1)
+            for j in range(k - 1, prices.shape[1]):
+                if j >= k:
+                    x = prices[:, j]
+                    total -= np.maximum(0.0, kept[:, -1] - x)
+                    if (x < kept[:, -1]).any():
+                        kept = np.sort(np.column_stack([kept, x]), axis=1)[:, :k]
+                if (base[:, j] + low).min() >= best:
+                    break
+                value = base[:, j] + total
+                i = int(np.argmin(value))
+                if value[i] < best:
+                    best, where = float(value[i]), idx[rows[i], : j + 1]
+        return best, where[np.argsort(p[where], kind="stable")[:k]]
 
     def price(
         self,
