@@ -139,17 +139,12 @@ class Pricer:
         tier, group, free positions by slowdown), cheapest first."""
         key = (c, k)
         if key not in self.cache:
-            sf = self.inst.slowdown[c, self.free]
-            pen = self.inst.penalty[c]
             out = []
-            for t in self.tiers:
-                order = np.lexsort((sf, self.groups[t]))
-                g = self.groups[t][order]
-                cuts = np.flatnonzero(np.r_[True, g[1:] != g[:-1], True])
-                for a, b in zip(cuts[:-1], cuts[1:], strict=True):
-                    if b - a >= k:
-                        members = order[a:b]
-                        out.append((float(sf[members[k - 1]] * pen[t]), t, int(g[a]), members))
+            for t, (pen, idx, sfm, size) in enumerate(self._tables(c)):
+                for row in np.flatnonzero(size >= k).tolist():
+                    members = idx[row, : size[row]]
+                    group = int(self.groups[t][members[0]])
+                    out.append((float(sfm[row, k - 1] * pen), t, group, members))
             out.sort(key=lambda e: e[0])
             self.cache[key] = out
         return self.cache[key]
