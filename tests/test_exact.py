@@ -257,6 +257,27 @@ def test_deterministic_mode_repeats_a_time_limited_solve(workers: int) -> None:
         assert_feasible(inst, r.assignment())
 
 
+def test_column_generation_runs_until_the_clock_unless_deterministic(monkeypatch) -> None:
+    # By the wall clock no iteration cap may end column generation before its share of the
+    # limit (a cap once returned a 600 s solve after 22 s, its LP unconverged); in
+    # deterministic mode the share is a count of pricing rounds.
+    import palopt.solvers.exact.colgen as colgen
+
+    caps = []
+    real = colgen.column_generation
+
+    def spy(*args, **kwargs):
+        caps.append(kwargs.get("max_iterations"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(colgen, "column_generation", spy)
+    inst = _sample(16, 1.0, 0)
+    for deterministic in (False, True):
+        result = solve(inst, "cpsat", time_limit=2.0, deterministic=deterministic)
+        assert_feasible(inst, result.assignment())
+    assert caps == [None, 40]
+
+
 def test_milp_refuses_deterministic_mode() -> None:
     from palopt.errors import InputError
 

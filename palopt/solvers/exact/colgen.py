@@ -234,7 +234,7 @@ class Master:
     def solve(
         self,
         time_limit: float,
-        max_iterations: int = 500,
+        max_iterations: int | None = None,
         tolerance: float = 1e-7,
         smoothing: float = 0.8,
         purge_at: float = 4.0,
@@ -261,7 +261,7 @@ class Master:
             self.pricer.set_cut_prices(self.cuts, self.sigma)
             cut_charge = float(self.sigma @ np.array([c.rhs for c in self.cuts], dtype=np.float64))
             it += 1
-            last = it >= max_iterations or time.perf_counter() - started > time_limit
+            last = it == max_iterations or time.perf_counter() - started > time_limit
             # Price at smoothed prices (Wentges), then at the LP's if that finds nothing.
             new: list[tuple[int, Column]] = []
             for alpha in (smoothing, 0.0) if p_best is not None and smoothing > 0 else (0.0,):
@@ -361,7 +361,7 @@ def column_generation(
     rnd: Round,
     start: dict[int, np.ndarray],
     time_limit: float,
-    max_iterations: int = 500,
+    max_iterations: int | None = None,
     tolerance: float = 1e-7,
     smoothing: float = 0.8,
     seed_columns: dict[int, list[tuple[np.ndarray, float]]] | None = None,
@@ -377,7 +377,9 @@ def column_generation(
         A placement of every open position (queue position -> GPUs): the first columns.
     time_limit : float
         Seconds; on time-out the best Lagrangian bound is returned.
-    max_iterations : int
+    max_iterations : int, optional
+        Pricing rounds at most (the deterministic mode's work budget); ``None`` (default):
+        the time limit alone ends column generation.
     tolerance : float
         Reduced cost below ``-tolerance`` counts as improving.
     smoothing : float

@@ -309,7 +309,7 @@ class ExactSolver:
 
             share = budget.take(0.5 * limit)
             cg = column_generation(
-                rnd, best, budget.wall(share), max_iterations=budget.count(share, "cg") or 500
+                rnd, best, budget.wall(share), max_iterations=budget.count(share, "cg")
             )
             bound = max(bound, cg.bound)
             settings.update(
