@@ -18,7 +18,7 @@ from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.colgen import column_generation, lagrangian_bound
 from palopt.solvers.exact.cpsat import CpSatSolver
 from palopt.solvers.exact.model import build_model
-from palopt.solvers.exact.pricing import Pricer
+from palopt.solvers.exact.pricing import Cut, Pricer
 from palopt.solvers.exact.runner import BackendAnswer
 from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.round import make_round, round_cost, select_positions
@@ -141,6 +141,48 @@ def test_least_priced_set_matches_enumeration(inst: Instance, seed: int) -> None
             assert len(set(gpus.tolist())) == k
             attained = 1.5 * job_cost(inst, job, free[gpus]).cost + p[gpus].sum()
             assert attained <= value + 1e-9
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(inst=tiny_instances(), seed=st.integers(0, 2**16))
+def test_vectorised_columns_match_the_scalar_pricer_with_cuts(inst: Instance, seed: int) -> None:
+    # Column generation prices with the vectorised columns; price() is the plain scan.
+    # Both must find the same least reduced cost, cut charges included, and each column's
+    # reduced cost must be what its pattern and GPUs say.
+    rnd = make_round(inst)
+    pricer = Pricer(rnd)
+    free = pricer.free
+    rng = np.random.default_rng(seed)
+    p = rng.exponential(0.3, len(free)) * (rng.random(len(free)) < 0.6)
+    cuts = []
+    for _ in range(3):
+        t = int(rng.integers(len(pricer.groups)))
+        g = int(rng.choice(pricer.groups[t]))
+        c = int(rng.integers(len(inst.classes)))
+        v = float(rng.choice(inst.slowdown[c, free]))
+        cuts.append(Cut(c, t, g, v, int(rng.integers(1, 4)), 1))
+    pricer.set_cut_prices(cuts, rng.exponential(0.5, len(cuts)))
+    pen = inst.penalty
+    for c in range(len(inst.classes)):
+        for k in range(1, min(len(free), 4) + 1):
+            scalar, _, _ = pricer.price(c, k, 1.5, 0.0, p)
+            cols = pricer.columns(c, k, 1.5, p)
+            assert cols[-1].rc == pytest.approx(scalar, abs=1e-9)
+            assert all(a.rc > b.rc for a, b in itertools.pairwise(cols))
+            assert pricer.least(c, k, 1.5, p)[0] == pytest.approx(scalar, abs=1e-9)
+            for col in cols:
+                assert len(set(col.gpus.tolist())) == k
+                sf = inst.slowdown[c, free[col.gpus]]
+                assert sf.max() <= col.v
+                assert inst.topology.tier_index(free[col.gpus]) <= col.tier
+                charge = sum(
+                    (k // cut.d) * s
+                    for cut, s in pricer.cut_prices.get(c, ())
+                    if cut.weight(c, k, col.tier, pricer.groups, int(col.gpus[0]))
+                    and col.v <= cut.v
+                )
+                expect = 1.5 * col.v * pen[c, col.tier] + p[col.gpus].sum() + charge
+                assert col.rc == pytest.approx(expect, abs=1e-9)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -174,10 +174,11 @@ class Pricer:
 
     def least(self, c: int, k: int, w: float, p: np.ndarray) -> tuple[float, np.ndarray]:
         """The least ``w * cost(S) + p(S)`` over the ``k``-GPU sets ``S`` of free positions
-        (no cuts), and a set that attains it.
+        (plus the cut rows' charges, if :meth:`set_cut_prices` priced any), and a set that
+        attains it.
 
         The same minimum over patterns as :meth:`price`, vectorised over the groups of a tier
-        (one step per threshold rank); this is the hot path of :func:`lagrangian_bound
+        (see :meth:`columns`); this is the hot path of :func:`lagrangian_bound
         <palopt.solvers.exact.colgen.lagrangian_bound>`.
 
         Parameters
@@ -195,9 +196,53 @@ class Pricer:
         gpus : numpy.ndarray
             Free positions of a set that attains ``value``.
         """
+        found = self._scan(c, k, w, p)
+        if not found:
+            return np.inf, np.arange(k)
+        *_, members, value = found[-1]
+        return value, members[np.argsort(p[members], kind="stable")[:k]]
+
+    def columns(self, c: int, k: int, w: float, p: np.ndarray) -> list[Column]:
+        """Least-priced columns for a ``k``-GPU job of class ``c`` and weight ``w``, tier by
+        tier from the lowest: each tier's cheapest column if it beats those of the tiers before
+        it, so the last one is the least over all tiers. A column's reduced cost is
+        ``w * v * penalty + p(S)`` plus the cut rows' charges (the job's convexity dual left
+        out).
+
+        The same minimum as :meth:`price`, vectorised over the groups of a tier: per threshold
+        rank one numpy step over all groups, each group's ``k`` lowest prices kept in a sorted
+        array; the top tier, one group, by a heap over its prefix, cut off where no threshold
+        can beat the best found. Groups that cannot beat it (their ``k``-th threshold plus their
+        ``k`` lowest prices) are skipped.
+
+        Parameters
+        ----------
+        c, k : int
+            The job's class and size.
+        w : float
+            The job's weight.
+        p : numpy.ndarray
+            A price (>= 0) per free position.
+
+        Returns
+        -------
+        list of Column
+            At most one per tier, reduced costs decreasing.
+        """
+        return [
+            Column(members[np.argsort(p[members], kind="stable")[:k]], w * v * pen, t, v, value)
+            for t, pen, v, members, value in self._scan(c, k, w, p)
+        ]
+
+    def _scan(
+        self, c: int, k: int, w: float, p: np.ndarray
+    ) -> list[tuple[int, float, float, np.ndarray, float]]:
+        """The search of :meth:`columns`: per tier that beats the tiers before it, (tier,
+        penalty, threshold, the pattern's members, least reduced cost)."""
         padded = np.append(p, np.inf)
-        best, where = np.inf, np.arange(k)
-        for pen, idx, sfm, size in self._tables(c):
+        found: list[tuple[int, float, float, np.ndarray, float]] = []
+        best = np.inf
+        for t, (pen, idx, sfm, size) in enumerate(self._tables(c)):
             rows = np.flatnonzero(size >= k)
             if not len(rows):
                 continue
@@ -209,28 +254,46 @@ class Pricer:
             if not keep.any():
                 continue
             rows, base, prices, low = rows[keep], base[keep], prices[keep], low[keep]
+            charged = base
+            if c in self.cut_prices:
+                charged = base + self._charges(c, k, t, rows, sfm[rows])
+            at: tuple[int, int] | None = None
             if len(rows) == 1:  # one group (the top tier): a heap scan up to where it can help
                 end = max(k, int(np.searchsorted(base[0] + low[0], best)))
-                value = base[0, k - 1 : end] + prefix_least(prices[0, :end], k)
+                value = charged[0, k - 1 : end] + prefix_least(prices[0, :end], k)
                 i = int(np.argmin(value))
                 if value[i] < best:
-                    best, where = float(value[i]), idx[rows[0], : k + i]
-                continue
-            kept = np.sort(prices[:, :k], axis=1)  # each group's k lowest prices so far
-            total = kept.sum(axis=1)
-            for j in range(k - 1, prices.shape[1]):
-                if j >= k:
-                    x = prices[:, j]
-                    total -= np.maximum(0.0, kept[:, -1] - x)
-                    if (x < kept[:, -1]).any():
-                        kept = np.sort(np.column_stack([kept, x]), axis=1)[:, :k]
-                if (base[:, j] + low).min() >= best:
-                    break
-                value = base[:, j] + total
-                i = int(np.argmin(value))
-                if value[i] < best:
-                    best, where = float(value[i]), idx[rows[i], : j + 1]
-        return best, where[np.argsort(p[where], kind="stable")[:k]]
+                    best, at = float(value[i]), (0, k - 1 + i)
+            else:
+                kept = np.sort(prices[:, :k], axis=1)  # each group's k lowest prices so far
+                total = kept.sum(axis=1)
+                for j in range(k - 1, prices.shape[1]):
+                    if j >= k:
+                        x = prices[:, j]
+                        total -= np.maximum(0.0, kept[:, -1] - x)
+                        if (x < kept[:, -1]).any():
+                            kept = np.sort(np.column_stack([kept, x]), axis=1)[:, :k]
+                    if (base[:, j] + low).min() >= best:
+                        break
+                    value = charged[:, j] + total
+                    i = int(np.argmin(value))
+                    if value[i] < best:
+                        best, at = float(value[i]), (i, j)
+            if at is not None:
+                i, j = at
+                found.append((t, pen, float(sfm[rows[i], j]), idx[rows[i], : j + 1], best))
+        return found
+
+    def _charges(self, c: int, k: int, t: int, rows: np.ndarray, sfm: np.ndarray) -> np.ndarray:
+        """What the priced cuts charge the class-``c``, ``k``-GPU patterns of tier ``t``'s
+        groups ``rows`` at each threshold ``sfm`` (same shape)."""
+        charge = np.zeros(sfm.shape)
+        first = self._tables(c)[t][1][rows, 0]  # a member of each group
+        for cut, s in self.cut_prices.get(c, ()):
+            if cut.tier >= t and k >= cut.d:
+                inside = self.groups[cut.tier][first] == cut.group
+                charge[inside] += (k // cut.d) * s * (sfm[inside] <= cut.v)
+        return charge
 
     def price(
         self,
@@ -312,9 +375,9 @@ def price_all(
         job = inst.queue[pos]
         key = (int(cls[pos]), job.num_gpus, float(job.weight))
         if key not in priced:
-            least, cols, _ = pricer.price(key[0], key[1], key[2], 0.0, p_sep)
+            cols = pricer.columns(key[0], key[1], key[2], p_sep)
             priced[key] = (
-                least,
+                min((col.rc for col in cols), default=np.inf),
                 [(col.rc - p_sep[col.gpus].sum() + p[col.gpus].sum(), col) for col in cols],
             )
         least, at_lp = priced[key]
