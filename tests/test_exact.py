@@ -121,14 +121,20 @@ def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) 
         assert cg.bound + round_cost(inst, rnd.fixed) <= optimum + 1e-7
 
 
+def _random_prices(inst: Instance, seed: int) -> tuple[Pricer, np.ndarray, np.random.Generator]:
+    """A pricer for ``inst``'s round, random prices (>= 0, some zero) on its free GPUs, and the
+    generator that drew them."""
+    pricer = Pricer(make_round(inst))
+    rng = np.random.default_rng(seed)
+    n = len(pricer.free)
+    return pricer, rng.exponential(0.3, n) * (rng.random(n) < 0.6), rng
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=tiny_instances(), seed=st.integers(0, 2**16))
 def test_least_priced_set_matches_enumeration(inst: Instance, seed: int) -> None:
-    rnd = make_round(inst)
-    pricer = Pricer(rnd)
+    pricer, p, _ = _random_prices(inst, seed)
     free = pricer.free
-    rng = np.random.default_rng(seed)
-    p = rng.exponential(0.3, len(free)) * (rng.random(len(free)) < 0.6)
     for c, cls in enumerate(inst.classes):
         for k in range(1, min(len(free), 4) + 1):
             job = Job("x", k, cls, 1.5)
@@ -149,11 +155,8 @@ def test_vectorised_columns_match_the_scalar_pricer_with_cuts(inst: Instance, se
     # Column generation prices with the vectorised columns; price() is the plain scan.
     # Both must find the same least reduced cost, cut charges included, and each column's
     # reduced cost must be what its pattern and GPUs say.
-    rnd = make_round(inst)
-    pricer = Pricer(rnd)
+    pricer, p, rng = _random_prices(inst, seed)
     free = pricer.free
-    rng = np.random.default_rng(seed)
-    p = rng.exponential(0.3, len(free)) * (rng.random(len(free)) < 0.6)
     cuts = []
     for _ in range(3):
         t = int(rng.integers(len(pricer.groups)))

@@ -179,16 +179,7 @@ class Pricer:
 
         The same minimum over patterns as :meth:`price`, vectorised over the groups of a tier
         (see :meth:`columns`); this is the hot path of :func:`lagrangian_bound
-        <palopt.solvers.exact.colgen.lagrangian_bound>`.
-
-        Parameters
-        ----------
-        c, k : int
-            The job's class and size.
-        w : float
-            The job's weight.
-        p : numpy.ndarray
-            A price (>= 0) per free position.
+        <palopt.solvers.exact.colgen.lagrangian_bound>`. Parameters as for :meth:`columns`.
 
         Returns
         -------
