@@ -261,7 +261,9 @@ class Master:
             self.pricer.set_cut_prices(self.cuts, self.sigma)
             cut_charge = float(self.sigma @ np.array([c.rhs for c in self.cuts], dtype=np.float64))
             it += 1
-            last = it == max_iterations or time.perf_counter() - started > time_limit
+            last = (max_iterations is not None and it >= max_iterations) or (
+                time.perf_counter() - started > time_limit
+            )
             # Price at smoothed prices (Wentges), then at the LP's if that finds nothing.
             new: list[tuple[int, Column]] = []
             for alpha in (smoothing, 0.0) if p_best is not None and smoothing > 0 else (0.0,):
