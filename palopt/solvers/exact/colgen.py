@@ -197,7 +197,7 @@ class Master:
         tier, v, first = label
         k = self.rnd.instance.queue[pos].num_gpus
         a = cut.weight(int(self.cls[pos]), k, tier, self.pricer.groups, first)
-        return a if v <= cut.v else 0
+        return int(a) if v <= cut.v else 0
 
     def add_column(self, j: int, col: Column) -> None:
         """Add ``col`` as a column of the ``j``-th multi-GPU job."""

@@ -52,6 +52,11 @@ def prefix_least(q: np.ndarray, k: int) -> np.ndarray:
     return np.array(out)
 
 
+def _cheapest(members: np.ndarray, p: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` of ``members`` with the lowest prices ``p`` (ties by their order)."""
+    return members[np.argsort(p[members], kind="stable")[:k]]
+
+
 @dataclass(frozen=True)
 class Cut:
     """A packing cut of the configuration LP.
@@ -71,12 +76,15 @@ class Cut:
     d: int
     rhs: int
 
-    def weight(self, c: int, k: int, t: int, group_at: list[np.ndarray], first: int) -> int:
+    def weight(
+        self, c: int, k: int, t: int, group_at: list[np.ndarray], first: int | np.ndarray
+    ) -> int | np.ndarray:
         """The coefficient, ``k // d`` or 0, of a class-``c`` pattern of ``k`` GPUs in the
         tier-``t`` group of free position ``first`` (``group_at[tier][first]``: its group at
-        each tier), for any threshold up to :attr:`v`."""
-        inside = self.tier >= t and group_at[self.tier][first] == self.group
-        return k // self.d if c == self.c and inside else 0
+        each tier), for any threshold up to :attr:`v`; per entry if ``first`` is an array."""
+        if c != self.c or self.tier < t:
+            return 0
+        return (k // self.d) * (group_at[self.tier][first] == self.group)
 
 
 @dataclass(frozen=True)
@@ -120,7 +128,7 @@ class Pricer:
         key = (c, k, t, first)
         if key not in self.cut_cache:
             entries = sorted(
-                (cut.v, a * s)
+                (cut.v, int(a) * s)
                 for cut, s in self.cut_prices.get(c, ())
                 if (a := cut.weight(c, k, t, self.groups, first))
             )
@@ -191,7 +199,7 @@ class Pricer:
         if not found:
             return np.inf, np.arange(k)
         *_, members, value = found[-1]
-        return value, members[np.argsort(p[members], kind="stable")[:k]]
+        return value, _cheapest(members, p, k)
 
     def columns(self, c: int, k: int, w: float, p: np.ndarray) -> list[Column]:
         """Least-priced columns for a ``k``-GPU job of class ``c`` and weight ``w``, tier by
@@ -221,7 +229,7 @@ class Pricer:
             At most one per tier, reduced costs decreasing.
         """
         return [
-            Column(members[np.argsort(p[members], kind="stable")[:k]], w * v * pen, t, v, value)
+            Column(_cheapest(members, p, k), w * v * pen, t, v, value)
             for t, pen, v, members, value in self._scan(c, k, w, p)
         ]
 
@@ -281,9 +289,8 @@ class Pricer:
         charge = np.zeros(sfm.shape)
         first = self._tables(c)[t][1][rows, 0]  # a member of each group
         for cut, s in self.cut_prices.get(c, ()):
-            if cut.tier >= t and k >= cut.d:
-                inside = self.groups[cut.tier][first] == cut.group
-                charge[inside] += (k // cut.d) * s * (sfm[inside] <= cut.v)
+            a = np.asarray(cut.weight(c, k, t, self.groups, first))
+            charge += s * a[..., None] * (sfm <= cut.v)
         return charge
 
     def price(
@@ -337,7 +344,7 @@ class Pricer:
                 best = min(best, rc)
                 if t not in tier_best or rc < tier_best[t].rc:
                     cand = members[: i + 1]
-                    chosen = cand[np.argsort(p[cand], kind="stable")[:k]]
+                    chosen = _cheapest(cand, p, k)
                     cost = w * float(sf[q]) * float(pen[t])
                     tier_best[t] = Column(chosen, cost, t, float(sf[q]), rc)
             if vals:
