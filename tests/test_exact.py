@@ -149,12 +149,38 @@ def test_least_priced_set_matches_enumeration(inst: Instance, seed: int) -> None
             assert attained <= value + 1e-9
 
 
+def _every_pattern(
+    pricer: Pricer, c: int, k: int, w: float, p: np.ndarray
+) -> dict[tuple[int, int, float], float]:
+    """By enumeration: per pattern (tier, dense group, threshold ``v``) the least
+    ``w * v * penalty + p(S)`` plus the priced cuts' charges over the ``k``-sets ``S`` of the
+    group's free GPUs no slower than ``v``."""
+    inst = pricer.inst
+    sf = inst.slowdown[c, pricer.free]
+    out: dict[tuple[int, int, float], float] = {}
+    for t, groups in enumerate(pricer.groups):
+        for g in np.unique(groups).tolist():
+            members = np.flatnonzero(groups == g)
+            for v in np.unique(sf[members]).tolist():
+                fast = members[sf[members] <= v]
+                if len(fast) < k:
+                    continue
+                charge = sum(
+                    (k // cut.d) * s
+                    for cut, s in pricer.cut_prices.get(c, ())
+                    if cut.weight(c, k, t, pricer.groups, int(members[0])) and v <= cut.v
+                )
+                least = min(p[list(s)].sum() for s in itertools.combinations(fast, k))
+                out[(t, g, v)] = w * v * inst.penalty[c, t] + least + charge
+    return out
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=tiny_instances(), seed=st.integers(0, 2**16))
-def test_vectorised_columns_match_the_scalar_pricer_with_cuts(inst: Instance, seed: int) -> None:
-    # Column generation prices with the vectorised columns; price() is the plain scan.
-    # Both must find the same least reduced cost, cut charges included, and each column's
-    # reduced cost must be what its pattern and GPUs say.
+def test_pricing_with_cuts_matches_enumeration(inst: Instance, seed: int) -> None:
+    # Column generation prices with columns(), the Lagrangian bound with least(), and
+    # reduced-cost fixing keeps the patterns that patterns() lists: all three against every
+    # pattern and GPU set, with three random priced packing cuts.
     pricer, p, rng = _random_prices(inst, seed)
     free = pricer.free
     cuts = []
@@ -168,24 +194,43 @@ def test_vectorised_columns_match_the_scalar_pricer_with_cuts(inst: Instance, se
     pen = inst.penalty
     for c in range(len(inst.classes)):
         for k in range(1, min(len(free), 4) + 1):
-            scalar, _, _ = pricer.price(c, k, 1.5, 0.0, p)
+            every = _every_pattern(pricer, c, k, 1.5, p)
+            least = min(every.values())
             cols = pricer.columns(c, k, 1.5, p)
-            assert cols[-1].rc == pytest.approx(scalar, abs=1e-9)
+            assert cols[-1].rc == pytest.approx(least, abs=1e-9)
             assert all(a.rc > b.rc for a, b in itertools.pairwise(cols))
-            assert pricer.least(c, k, 1.5, p)[0] == pytest.approx(scalar, abs=1e-9)
+            assert pricer.least(c, k, 1.5, p)[0] == pytest.approx(least, abs=1e-9)
             for col in cols:
                 assert len(set(col.gpus.tolist())) == k
                 sf = inst.slowdown[c, free[col.gpus]]
                 assert sf.max() <= col.v
                 assert inst.topology.tier_index(free[col.gpus]) <= col.tier
-                charge = sum(
-                    (k // cut.d) * s
-                    for cut, s in pricer.cut_prices.get(c, ())
-                    if cut.weight(c, k, col.tier, pricer.groups, int(col.gpus[0]))
-                    and col.v <= cut.v
+                group = int(pricer.groups[col.tier][col.gpus[0]])
+                charge = every[(col.tier, group, col.v)] - 1.5 * col.v * pen[c, col.tier]
+                charge -= min(
+                    p[list(s)].sum()
+                    for s in itertools.combinations(
+                        np.flatnonzero(
+                            (pricer.groups[col.tier] == group) & (inst.slowdown[c, free] <= col.v)
+                        ),
+                        k,
+                    )
                 )
                 expect = 1.5 * col.v * pen[c, col.tier] + p[col.gpus].sum() + charge
                 assert col.rc == pytest.approx(expect, abs=1e-9)
+            # a bar between two listed values, clear of float ties
+            ranked = np.unique(np.round(list(every.values()), 9))
+            stop = float(ranked[: len(ranked) // 2 + 1][-2:].mean()) if len(ranked) > 1 else np.inf
+            patterns = pricer.patterns(c, k, 1.5, p, stop)
+            assert all((np.diff(vals) > 0).all() for vals, _ in patterns.values())
+            listed = {
+                (t, g, float(v)): float(x)
+                for (t, g), (vals, values) in patterns.items()
+                for v, x in zip(vals, values, strict=True)
+            }
+            assert listed.keys() == {key for key, x in every.items() if x < stop}
+            for key, x in listed.items():
+                assert x == pytest.approx(every[key], abs=1e-9)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -107,11 +107,10 @@ class ColumnGeneration:
         out = {}
         for j, pos in enumerate(self.columns):
             job = inst.queue[pos]
-            _, _, per = pricer.price(
-                int(cls[pos]), job.num_gpus, job.weight, float(self._mu[j]), self._p, cutoff
-            )
-            for (t, g), v in per.items():
-                out[(pos, t, g)] = v
+            mu = float(self._mu[j])
+            per = pricer.patterns(int(cls[pos]), job.num_gpus, job.weight, self._p, cutoff + mu)
+            for (t, g), (vals, values) in per.items():
+                out[(pos, t, g)] = (vals, values - mu)
         return out
 
 

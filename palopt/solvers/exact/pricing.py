@@ -108,9 +108,7 @@ class Pricer:
         self.free = np.flatnonzero(rnd.free)
         self.groups = [g[self.free] for g in dense_groups(inst)]
         self.tiers = range(len(inst.topology.tiers))
-        self.cache: dict[tuple[int, int], list[tuple[float, int, int, np.ndarray]]] = {}
         self.cut_prices: dict[int, list[tuple[Cut, float]]] = {}
-        self.cut_cache: dict[tuple[int, int, int, int], tuple[np.ndarray, np.ndarray] | None] = {}
         self.tables: dict[int, list[tuple[float, np.ndarray, np.ndarray, np.ndarray]]] = {}
 
     def set_cut_prices(self, cuts: list[Cut], sigma: np.ndarray) -> None:
@@ -119,43 +117,6 @@ class Pricer:
         for cut, s in zip(cuts, sigma, strict=True):
             if s > 0:
                 self.cut_prices.setdefault(cut.c, []).append((cut, float(s)))
-        self.cut_cache = {}
-
-    def cut_price(self, c: int, k: int, t: int, first: int) -> tuple[np.ndarray, np.ndarray] | None:
-        """What the cuts charge a class-``c`` pattern of ``k`` GPUs in the tier-``t`` group of
-        free position ``first``: thresholds ``v`` ascending and, per index, the sum of
-        ``(k // d) * sigma`` over the cuts with ``v`` or above (``None``: no cut applies)."""
-        key = (c, k, t, first)
-        if key not in self.cut_cache:
-            entries = sorted(
-                (cut.v, int(a) * s)
-                for cut, s in self.cut_prices.get(c, ())
-                if (a := cut.weight(c, k, t, self.groups, first))
-            )
-            self.cut_cache[key] = (
-                (
-                    np.array([e[0] for e in entries]),
-                    np.r_[np.cumsum([e[1] for e in entries][::-1])[::-1], 0.0],
-                )
-                if entries
-                else None
-            )
-        return self.cut_cache[key]
-
-    def _groups(self, c: int, k: int) -> list[tuple[float, int, int, np.ndarray]]:
-        """Every (tier, group) with ``k`` free GPUs: (least possible cost factor ``v_k * pen``,
-        tier, group, free positions by slowdown), cheapest first."""
-        key = (c, k)
-        if key not in self.cache:
-            out = []
-            for t, (pen, idx, sfm, size) in enumerate(self._tables(c)):
-                for row in np.flatnonzero(size >= k).tolist():
-                    members = idx[row, : size[row]]
-                    group = int(self.groups[t][members[0]])
-                    out.append((float(sfm[row, k - 1] * pen), t, group, members))
-            out.sort(key=lambda e: e[0])
-            self.cache[key] = out
-        return self.cache[key]
 
     def _tables(self, c: int) -> list[tuple[float, np.ndarray, np.ndarray, np.ndarray]]:
         """Per tier: its penalty for class ``c``, and per group (one row each, padded) the
@@ -185,8 +146,7 @@ class Pricer:
         (plus the cut rows' charges, if :meth:`set_cut_prices` priced any), and a set that
         attains it.
 
-        The same minimum over patterns as :meth:`price`, vectorised over the groups of a tier
-        (see :meth:`columns`); this is the hot path of :func:`lagrangian_bound
+        The search of :meth:`columns`; this is the hot path of :func:`lagrangian_bound
         <palopt.solvers.exact.colgen.lagrangian_bound>`. Parameters as for :meth:`columns`.
 
         Returns
@@ -208,11 +168,11 @@ class Pricer:
         ``w * v * penalty + p(S)`` plus the cut rows' charges (the job's convexity dual left
         out).
 
-        The same minimum as :meth:`price`, vectorised over the groups of a tier: per threshold
-        rank one numpy step over all groups, each group's ``k`` lowest prices kept in a sorted
-        array; the top tier, one group, by a heap over its prefix, cut off where no threshold
-        can beat the best found. Groups that cannot beat it (their ``k``-th threshold plus their
-        ``k`` lowest prices) are skipped.
+        The least over patterns, vectorised over the groups of a tier: per threshold rank one
+        numpy step over all groups, each group's ``k`` lowest prices kept in a sorted array;
+        the top tier, one group, by a heap over its prefix, cut off where no threshold can beat
+        the best found. Groups that cannot beat it (their ``k``-th threshold plus their ``k``
+        lowest prices) are skipped.
 
         Parameters
         ----------
@@ -233,14 +193,41 @@ class Pricer:
             for t, pen, v, members, value in self._scan(c, k, w, p)
         ]
 
+    def patterns(
+        self, c: int, k: int, w: float, p: np.ndarray, stop: float
+    ) -> dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]:
+        """Every pattern whose least priced set is below ``stop``, for reduced-cost fixing.
+
+        The search of :meth:`columns` with the bar held at ``stop``. Parameters as there.
+
+        Returns
+        -------
+        dict
+            (tier, dense group) -> (thresholds ascending, per threshold ``v`` the least
+            ``w * v * penalty + p(S)`` plus the cut charges over the ``k``-sets ``S`` of the
+            group no slower than ``v``). Only values below ``stop`` are listed, and only
+            patterns with one.
+        """
+        out: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._scan(c, k, w, p, stop, out)
+        return out
+
     def _scan(
-        self, c: int, k: int, w: float, p: np.ndarray
+        self,
+        c: int,
+        k: int,
+        w: float,
+        p: np.ndarray,
+        stop: float = np.inf,
+        every: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] | None = None,
     ) -> list[tuple[int, float, float, np.ndarray, float]]:
         """The search of :meth:`columns`: per tier that beats the tiers before it, (tier,
-        penalty, threshold, the pattern's members, least reduced cost)."""
+        penalty, threshold, the pattern's members, least reduced cost). With ``every``, the
+        bar stays at ``stop`` and each pattern below it goes into ``every`` (see
+        :meth:`patterns`) instead."""
         padded = np.append(p, np.inf)
         found: list[tuple[int, float, float, np.ndarray, float]] = []
-        best = np.inf
+        best = stop
         for t, (pen, idx, sfm, size) in enumerate(self._tables(c)):
             rows = np.flatnonzero(size >= k)
             if not len(rows):
@@ -256,16 +243,13 @@ class Pricer:
             charged = base
             if c in self.cut_prices:
                 charged = base + self._charges(c, k, t, rows, sfm[rows])
-            at: tuple[int, int] | None = None
             if len(rows) == 1:  # one group (the top tier): a heap scan up to where it can help
                 end = max(k, int(np.searchsorted(base[0] + low[0], best)))
-                value = charged[0, k - 1 : end] + prefix_least(prices[0, :end], k)
-                i = int(np.argmin(value))
-                if value[i] < best:
-                    best, at = float(value[i]), (0, k - 1 + i)
+                value = (charged[0, k - 1 : end] + prefix_least(prices[0, :end], k))[None]
             else:
                 kept = np.sort(prices[:, :k], axis=1)  # each group's k lowest prices so far
                 total = kept.sum(axis=1)
+                values = []
                 for j in range(k - 1, prices.shape[1]):
                     if j >= k:
                         x = prices[:, j]
@@ -274,14 +258,38 @@ class Pricer:
                             kept = np.sort(np.column_stack([kept, x]), axis=1)[:, :k]
                     if (base[:, j] + low).min() >= best:
                         break
-                    value = charged[:, j] + total
-                    i = int(np.argmin(value))
-                    if value[i] < best:
-                        best, at = float(value[i]), (i, j)
-            if at is not None:
-                i, j = at
-                found.append((t, pen, float(sfm[rows[i], j]), idx[rows[i], : j + 1], best))
+                    values.append(charged[:, j] + total)
+                    if every is None:
+                        best = min(best, float(values[-1].min()))
+                value = np.array(values).T
+            if every is not None:
+                self._record(every, t, k, idx[rows], sfm[rows], value < stop, value)
+                continue
+            rank, r = np.unravel_index(np.argmin(value.T), value.T.shape)  # lowest rank first
+            if value[r, rank] < (found[-1][-1] if found else stop):
+                best = float(value[r, rank])
+                v = float(sfm[rows[r], k - 1 + rank])
+                found.append((t, pen, v, idx[rows[r], : k + rank], best))
         return found
+
+    def _record(
+        self,
+        every: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]],
+        t: int,
+        k: int,
+        idx: np.ndarray,
+        sfm: np.ndarray,
+        below: np.ndarray,
+        value: np.ndarray,
+    ) -> None:
+        """Put into ``every`` the patterns of tier ``t``'s groups (rows of ``idx``, ``sfm``)
+        with ``below`` set (entry ``[r, i]``: threshold ``sfm[r, k - 1 + i]``, its value
+        ``value[r, i]``), at the last member of each run of equal thresholds."""
+        cols = np.arange(k - 1, k - 1 + value.shape[1])
+        nxt = np.column_stack([sfm, np.full(len(sfm), np.inf)])[:, cols + 1]
+        ok = below & (sfm[:, cols] != nxt)
+        for r in np.flatnonzero(ok.any(axis=1)).tolist():
+            every[(t, int(self.groups[t][idx[r, 0]]))] = (sfm[r, cols][ok[r]], value[r][ok[r]])
 
     def _charges(self, c: int, k: int, t: int, rows: np.ndarray, sfm: np.ndarray) -> np.ndarray:
         """What the priced cuts charge the class-``c``, ``k``-GPU patterns of tier ``t``'s
@@ -292,64 +300,6 @@ class Pricer:
             a = np.asarray(cut.weight(c, k, t, self.groups, first))
             charge += s * a[..., None] * (sfm <= cut.v)
         return charge
-
-    def price(
-        self,
-        c: int,
-        k: int,
-        w: float,
-        mu: float,
-        p: np.ndarray,
-        cutoff: float | None = None,
-    ) -> tuple[float, list[Column], dict[tuple[int, int], tuple[np.ndarray, np.ndarray]]]:
-        """Price one job (the cut rows at the prices of :meth:`set_cut_prices`).
-
-        Returns the least reduced cost, the best column of each tier with its reduced cost,
-        and, if ``cutoff`` is given, per (tier, group) the thresholds and their least reduced
-        costs, leaving out those whose reduced cost is surely above ``cutoff``.
-        """
-        sf = self.inst.slowdown[c, self.free]
-        pen = self.inst.penalty[c]
-        best = np.inf
-        tier_best: dict[int, Column] = {}
-        per_pattern = {}
-        for low, t, g, members in self._groups(c, k):
-            charged = self.cut_price(c, k, t, int(members[0])) if c in self.cut_prices else None
-            stop = best if cutoff is None else cutoff
-            if w * low - mu >= stop:
-                break
-            heap: list[float] = []  # negated: a max-heap of the k smallest p seen
-            total = 0.0
-            vals, rcs = [], []
-            n = len(members)
-            for i in range(n):
-                q = members[i]
-                base = w * float(sf[q]) * float(pen[t]) - mu
-                if base >= (best if cutoff is None else cutoff):
-                    break
-                pq = float(p[q])
-                if len(heap) < k:
-                    heapq.heappush(heap, -pq)
-                    total += pq
-                elif pq < -heap[0]:
-                    total += pq + heapq.heapreplace(heap, -pq)
-                if len(heap) < k or (i + 1 < n and sf[members[i + 1]] == sf[q]):
-                    continue
-                rc = base + total
-                if charged is not None:
-                    rc += float(charged[1][np.searchsorted(charged[0], sf[q])])
-                if cutoff is not None:
-                    vals.append(float(sf[q]))
-                    rcs.append(rc)
-                best = min(best, rc)
-                if t not in tier_best or rc < tier_best[t].rc:
-                    cand = members[: i + 1]
-                    chosen = _cheapest(cand, p, k)
-                    cost = w * float(sf[q]) * float(pen[t])
-                    tier_best[t] = Column(chosen, cost, t, float(sf[q]), rc)
-            if vals:
-                per_pattern[(t, g)] = (np.array(vals), np.array(rcs))
-        return best, list(tier_best.values()), per_pattern
 
 
 def price_all(
