@@ -243,13 +243,19 @@ class Pricer:
             charged = base
             if c in self.cut_prices:
                 charged = base + self._charges(c, k, t, rows, sfm[rows])
+            at: tuple[int, int] | None = None
+            values = []  # per threshold rank, each group's value (kept only for every)
             if len(rows) == 1:  # one group (the top tier): a heap scan up to where it can help
                 end = max(k, int(np.searchsorted(base[0] + low[0], best)))
-                value = (charged[0, k - 1 : end] + prefix_least(prices[0, :end], k))[None]
+                value = charged[0, k - 1 : end] + prefix_least(prices[0, :end], k)
+                if every is not None:
+                    values = list(value[:, None])
+                elif value.min() < best:
+                    i = int(np.argmin(value))
+                    best, at = float(value[i]), (0, k - 1 + i)
             else:
                 kept = np.sort(prices[:, :k], axis=1)  # each group's k lowest prices so far
                 total = kept.sum(axis=1)
-                values = []
                 for j in range(k - 1, prices.shape[1]):
                     if j >= k:
                         x = prices[:, j]
@@ -258,18 +264,19 @@ class Pricer:
                             kept = np.sort(np.column_stack([kept, x]), axis=1)[:, :k]
                     if (base[:, j] + low).min() >= best:
                         break
-                    values.append(charged[:, j] + total)
-                    if every is None:
-                        best = min(best, float(values[-1].min()))
-                value = np.array(values).T
+                    value = charged[:, j] + total
+                    if every is not None:
+                        values.append(value)
+                        continue
+                    i = int(np.argmin(value))
+                    if value[i] < best:
+                        best, at = float(value[i]), (i, j)
             if every is not None:
-                self._record(every, t, k, idx[rows], sfm[rows], value < stop, value)
-                continue
-            rank, r = np.unravel_index(np.argmin(value.T), value.T.shape)  # lowest rank first
-            if value[r, rank] < (found[-1][-1] if found else stop):
-                best = float(value[r, rank])
-                v = float(sfm[rows[r], k - 1 + rank])
-                found.append((t, pen, v, idx[rows[r], : k + rank], best))
+                table = np.array(values).T
+                self._record(every, t, k, idx[rows], sfm[rows], table < stop, table)
+            elif at is not None:
+                i, j = at
+                found.append((t, pen, float(sfm[rows[i], j]), idx[rows[i], : j + 1], best))
         return found
 
     def _record(
