@@ -244,18 +244,16 @@ class Pricer:
             if c in self.cut_prices:
                 charged = base + self._charges(c, k, t, rows, sfm[rows])
             at: tuple[int, int] | None = None
-            values = []  # per threshold rank, each group's value (kept only for every)
             if len(rows) == 1:  # one group (the top tier): a heap scan up to where it can help
                 end = max(k, int(np.searchsorted(base[0] + low[0], best)))
                 value = charged[0, k - 1 : end] + prefix_least(prices[0, :end], k)
-                if every is not None:
-                    values = list(value[:, None])
-                elif value.min() < best:
+                if every is None and value.min() < best:
                     i = int(np.argmin(value))
                     best, at = float(value[i]), (0, k - 1 + i)
             else:
                 kept = np.sort(prices[:, :k], axis=1)  # each group's k lowest prices so far
                 total = kept.sum(axis=1)
+                values = []  # per threshold rank, each group's value (kept only for every)
                 for j in range(k - 1, prices.shape[1]):
                     if j >= k:
                         x = prices[:, j]
@@ -272,8 +270,8 @@ class Pricer:
                     if value[i] < best:
                         best, at = float(value[i]), (i, j)
             if every is not None:
-                table = np.array(values).T
-                self._record(every, t, k, idx[rows], sfm[rows], table < stop, table)
+                table = value[None] if len(rows) == 1 else np.array(values).T
+                self._record(every, t, k, idx[rows], sfm[rows], table, stop)
             elif at is not None:
                 i, j = at
                 found.append((t, pen, float(sfm[rows[i], j]), idx[rows[i], : j + 1], best))
@@ -286,15 +284,15 @@ class Pricer:
         k: int,
         idx: np.ndarray,
         sfm: np.ndarray,
-        below: np.ndarray,
         value: np.ndarray,
+        stop: float,
     ) -> None:
         """Put into ``every`` the patterns of tier ``t``'s groups (rows of ``idx``, ``sfm``)
-        with ``below`` set (entry ``[r, i]``: threshold ``sfm[r, k - 1 + i]``, its value
-        ``value[r, i]``), at the last member of each run of equal thresholds."""
+        whose value is below ``stop`` (``value[r, i]``: at threshold ``sfm[r, k - 1 + i]``),
+        at the last member of each run of equal thresholds."""
         cols = np.arange(k - 1, k - 1 + value.shape[1])
         nxt = np.column_stack([sfm, np.full(len(sfm), np.inf)])[:, cols + 1]
-        ok = below & (sfm[:, cols] != nxt)
+        ok = (value < stop) & (sfm[:, cols] != nxt)
         for r in np.flatnonzero(ok.any(axis=1)).tolist():
             every[(t, int(self.groups[t][idx[r, 0]]))] = (sfm[r, cols][ok[r]], value[r][ok[r]])
 
