@@ -7,10 +7,8 @@ takes the cheapest (the lowest tier on ties), on the ``k`` fastest free GPUs of 
 passes are made: queue order, each job on its cheapest placement; and, *with packing* (a job may
 cost up to 5% more if that fills a server or a rack instead of scattering over several; see
 :meth:`GreedyPlacer.best`), largest jobs first and queue order with the jobs of a rack or more
-last. The largest-first pass leaves the jobs of more than half a rack to its end (no two of them
-share a rack; after the others they take the GPUs left scattered, as the exact solvers' spread
-jobs do) and assigns the 1-GPU jobs optimally to what is left (a transportation problem, when
-``highspy`` is installed). A job of a rack or more pays the rack or cluster
+last. The largest-first pass assigns the 1-GPU jobs optimally to what is left (a transportation
+problem, when ``highspy`` is installed). A job of a rack or more pays the rack or cluster
 penalty wherever it goes, and spread over racks it pays no more than any smaller job forced
 across racks; placed last it takes the GPUs the other jobs leave scattered, and racks stay whole
 for the jobs that fit in one. At half load the first pass usually wins; with the cluster full,
@@ -217,10 +215,9 @@ class GreedyPlacer:
 def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
     """Three greedy passes over ``rnd``'s open jobs; the two cheapest are improved by local
     search (:func:`palopt.solvers.local.polish`) and the cheaper result is returned. The passes:
-    queue order, cheapest placement each; largest first with packing (:data:`PACKING`), jobs of
-    more than half a rack's GPUs (a group of the tier below the top) after the others, the 1-GPU
+    queue order, cheapest placement each; largest first with packing (:data:`PACKING`), the 1-GPU
     jobs then placed optimally; and queue order with packing, jobs of at least a rack's GPUs
-    last.
+    (a group of the tier below the top) last.
 
     Returns
     -------
@@ -239,10 +236,10 @@ def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
     """
     q = rnd.instance.queue
     queue_order = list(rnd.open_positions)
+    big_first = sorted(queue_order, key=lambda p: -q[p].num_gpus)
     packer = GreedyPlacer(rnd, packing=PACKING)
     groups = packer.groups
     rack = int(np.bincount(groups[-2]).max()) if len(groups) > 1 else np.inf
-    big_first = sorted(queue_order, key=lambda p: (q[p].num_gpus > rack / 2, -q[p].num_gpus))
     big_last = sorted(queue_order, key=lambda p: q[p].num_gpus >= rack)
     passes = (
         GreedyPlacer(rnd).place(queue_order),
@@ -307,6 +304,6 @@ register(
     "greedy",
     _make,
     "Cost-aware greedy: cheapest server/rack/anywhere per job; three passes (queue order, and "
-    "with packing largest first, jobs over half a rack last, and queue order with rack-sized "
-    "jobs last), the two cheapest improved by local search",
+    "with packing largest first and queue order with rack-sized jobs last), the two cheapest "
+    "improved by local search",
 )
