@@ -168,7 +168,10 @@ def _every_pattern(
                 charge = sum(
                     (k // cut.d) * s
                     for cut, s in pricer.cut_prices.get(c, ())
-                    if cut.weight(c, k, t, pricer.groups, int(members[0])) and v <= cut.v
+                    if cut.c == c
+                    and cut.tier >= t
+                    and pricer.groups[cut.tier][members[0]] == cut.group
+                    and v <= cut.v
                 )
                 least = min(p[list(s)].sum() for s in itertools.combinations(fast, k))
                 out[(t, g, v)] = w * v * inst.penalty[c, t] + least + charge

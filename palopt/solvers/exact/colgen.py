@@ -195,8 +195,7 @@ class Master:
         """The coefficient in ``cut`` of a column of ``pos`` with ``label``."""
         tier, v, first = label
         k = self.rnd.instance.queue[pos].num_gpus
-        a = cut.weight(int(self.cls[pos]), k, tier, self.pricer.groups, first)
-        return int(a) if v <= cut.v else 0
+        return int(cut.weight(int(self.cls[pos]), k, tier, self.pricer.groups, first, v))
 
     def add_column(self, j: int, col: Column) -> None:
         """Add ``col`` as a column of the ``j``-th multi-GPU job."""

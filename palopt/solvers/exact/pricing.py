@@ -77,14 +77,21 @@ class Cut:
     rhs: int
 
     def weight(
-        self, c: int, k: int, t: int, group_at: list[np.ndarray], first: int | np.ndarray
+        self,
+        c: int,
+        k: int,
+        t: int,
+        group_at: list[np.ndarray],
+        first: int | np.ndarray,
+        v: float | np.ndarray,
     ) -> int | np.ndarray:
-        """The coefficient, ``k // d`` or 0, of a class-``c`` pattern of ``k`` GPUs in the
-        tier-``t`` group of free position ``first`` (``group_at[tier][first]``: its group at
-        each tier), for any threshold up to :attr:`v`; per entry if ``first`` is an array."""
+        """The coefficient, ``k // d`` or 0, of a class-``c`` pattern of ``k`` GPUs with
+        threshold ``v`` in the tier-``t`` group of free position ``first``
+        (``group_at[tier][first]``: its group at each tier); per entry, broadcast, if ``first``
+        or ``v`` are arrays."""
         if c != self.c or self.tier < t:
             return 0
-        return (k // self.d) * (group_at[self.tier][first] == self.group)
+        return (k // self.d) * ((group_at[self.tier][first] == self.group) & (v <= self.v))
 
 
 @dataclass(frozen=True)
@@ -300,10 +307,9 @@ class Pricer:
         """What the priced cuts charge the class-``c``, ``k``-GPU patterns of tier ``t``'s
         groups ``rows`` at each threshold ``sfm`` (same shape)."""
         charge = np.zeros(sfm.shape)
-        first = self._tables(c)[t][1][rows, 0]  # a member of each group
+        first = self._tables(c)[t][1][rows, :1]  # a member of each group
         for cut, s in self.cut_prices.get(c, ()):
-            a = np.asarray(cut.weight(c, k, t, self.groups, first))
-            charge += s * a[..., None] * (sfm <= cut.v)
+            charge += s * cut.weight(c, k, t, self.groups, first, sfm)
         return charge
 
 
