@@ -19,7 +19,7 @@ from palopt.solvers.exact.colgen import column_generation, lagrangian_bound
 from palopt.solvers.exact.cpsat import CpSatSolver
 from palopt.solvers.exact.model import build_model
 from palopt.solvers.exact.pricing import Cut, Pricer
-from palopt.solvers.exact.runner import BackendAnswer
+from palopt.solvers.exact.runner import WORK_RATES, BackendAnswer
 from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.round import make_round, round_cost, select_positions
 
@@ -345,9 +345,20 @@ def test_deterministic_mode_repeats_a_time_limited_solve(workers: int) -> None:
     assert a.status == Status.FEASIBLE
     assert a.assignment() == b.assignment()
     assert (a.objective, a.bound) == (b.objective, b.bound)
-    assert a.settings["cg_iterations"] == b.settings["cg_iterations"] == 20
+    assert a.settings["cg_iterations"] == b.settings["cg_iterations"] == WORK_RATES["cg"] * 0.5
     for r in runs:
         assert_feasible(inst, r.assignment())
+
+
+def test_deterministic_mode_hands_unused_shares_on() -> None:
+    # Column generation, search and regions end early on this 64-GPU round; their unused shares
+    # must go to the exact model (they once stayed charged, and it got no time to prove).
+    inst = _sample(64, 1.0, 2)
+    r = solve(inst, "cpsat", time_limit=10.0, deterministic=True)
+    assert_feasible(inst, r.assignment())
+    assert r.status == Status.OPTIMAL
+    assert "proof" not in r.settings  # proven by the exact model, not by the LP bound
+    assert r.objective == pytest.approx(solve(inst, "cpsat", time_limit=10.0).objective)
 
 
 def test_column_generation_runs_until_the_clock_unless_deterministic(monkeypatch) -> None:
@@ -368,7 +379,7 @@ def test_column_generation_runs_until_the_clock_unless_deterministic(monkeypatch
     for deterministic in (False, True):
         result = solve(inst, "cpsat", time_limit=2.0, deterministic=deterministic)
         assert_feasible(inst, result.assignment())
-    assert caps == [None, 40]
+    assert caps == [None, WORK_RATES["cg"] * 1.0]
 
 
 def test_milp_refuses_deterministic_mode() -> None:
@@ -455,7 +466,7 @@ def test_region_reoptimisation_improves_a_poor_placement() -> None:
         start[p] = np.sort(order[at : at + k])
         at += k
     before = round_cost(inst, start)
-    out = reoptimise_regions(rnd, start, solver.run, 1e6, time_limit=20.0, seed=3)
+    out, _ = reoptimise_regions(rnd, start, solver.run, 1e6, time_limit=20.0, seed=3)
     assert set(out) == set(rnd.open_positions)
     full = {inst.queue[p].id: g for p, g in out.items()}
     assert_feasible(inst, full)

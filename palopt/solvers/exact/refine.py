@@ -70,7 +70,7 @@ def reoptimise_regions(
     region_gpus: int = 32,
     step_limit: float = 0.5,
     max_steps: int | None = None,
-) -> dict[int, np.ndarray]:
+) -> tuple[dict[int, np.ndarray], int]:
     """Improve ``chosen`` by solving regions exactly (see the module documentation).
 
     Parameters
@@ -100,6 +100,8 @@ def reoptimise_regions(
     -------
     dict
         A placement of the same jobs costing no more than ``chosen``.
+    int
+        The sub-models solved.
     """
     started = time.perf_counter()
     inst = rnd.instance
@@ -148,7 +150,7 @@ def reoptimise_regions(
             inc.move(placed)
             total += new - old
             stale = 0
-    return best
+    return best, solved
 
 
 def _disjoint_within(placed: dict[int, np.ndarray], free: np.ndarray) -> bool:

@@ -75,10 +75,12 @@ class BackendAnswer:
     bound: float | None
 
 
-#: Work per second of the limit in deterministic mode, measured on the 2-core benchmark machine
-#: at 256 GPUs: column-generation iterations, search steps and region sub-models (each with
-#: half a second of the back end's deterministic time).
-WORK_RATES = {"cg": 40.0, "search": 500.0, "regions": 2.0}
+#: Work per second of the limit in deterministic mode: column-generation iterations, search
+#: steps and region sub-models (each with half a second of the back end's deterministic time).
+#: The slowest rates measured on the 2-core benchmark machine over the six full-load synthetic
+#: 256-GPU rounds (100-194, 3,000-6,000 and 3-15 per second), so a solve of that size takes
+#: about its limit or less; larger rounds take longer.
+WORK_RATES = {"cg": 100.0, "search": 3000.0, "regions": 3.0}
 
 
 class Budget:
@@ -86,7 +88,9 @@ class Budget:
 
     By the wall clock, a share is at most the seconds left. In deterministic mode a share is
     charged when handed out and each step turns it into a count of its own work
-    (:data:`WORK_RATES`), so no decision depends on the machine's speed.
+    (:data:`WORK_RATES`), so no decision depends on the machine's speed; a step that ends before
+    its count gives back the part of its share it did not use (:meth:`settle`), for the steps
+    after it, as the wall clock would.
 
     Parameters
     ----------
@@ -120,6 +124,11 @@ class Budget:
     def count(self, share: float, kind: str) -> int | None:
         """The step's work limit for ``share`` (``None``, no limit, by the wall clock)."""
         return max(1, int(WORK_RATES[kind] * share)) if self.deterministic else None
+
+    def settle(self, share: float, kind: str, work: int) -> None:
+        """Deterministic: give back what of ``share`` a step of ``kind`` that did ``work`` left."""
+        if self.deterministic and share > 0:
+            self.spent -= max(share - work / WORK_RATES[kind], 0.0)
 
 
 class ExactSolver:
@@ -311,6 +320,7 @@ class ExactSolver:
             cg = column_generation(
                 rnd, best, budget.wall(share), max_iterations=budget.count(share, "cg")
             )
+            budget.settle(share, "cg", cg.iterations)
             bound = max(bound, cg.bound)
             settings.update(
                 cg_iterations=cg.iterations,
@@ -321,7 +331,7 @@ class ExactSolver:
             if rnd.multi:
                 target = bound + self.gap * abs(bound)
                 steps = (
-                    ("rounding", lambda b, t: round_columns(rnd, cg), 0.0),
+                    ("rounding", lambda b, t: (round_columns(rnd, cg), 0), 0.0),
                     (
                         "search",
                         lambda b, t: improve(
@@ -352,7 +362,10 @@ class ExactSolver:
                 for label, step, share in steps:
                     if ub <= target:
                         break
-                    chosen = polish(rnd, step(best, budget.take(share)))
+                    share = budget.take(share)
+                    placed, work = step(best, share)
+                    budget.settle(share, label, work)
+                    chosen = polish(rnd, placed)
                     cost = round_cost(instance, chosen)
                     if cost < ub:
                         best, ub = chosen, cost

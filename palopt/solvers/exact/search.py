@@ -27,7 +27,7 @@ def improve(
     target: float = -np.inf,
     patience: int | None = None,
     max_steps: int | None = None,
-) -> dict[int, np.ndarray]:
+) -> tuple[dict[int, np.ndarray], int]:
     """Improve ``chosen`` (open position -> GPUs) for at most ``time_limit`` seconds.
 
     Parameters
@@ -50,11 +50,13 @@ def improve(
     -------
     dict
         A placement of the same jobs costing no more than ``chosen``.
+    int
+        The steps made.
     """
     started = time.perf_counter()
     inst = rnd.instance
     if not rnd.multi:
-        return chosen
+        return chosen, 0
     rng = np.random.default_rng(seed)
     greedy = GreedyPlacer(rnd)
     groups = dense_groups(inst)
@@ -91,4 +93,4 @@ def improve(
             stall = 0
             inc.move(placed)
             cost.update((p, round_cost(inst, {p: g})) for p, g in placed.items())
-    return best
+    return best, steps
