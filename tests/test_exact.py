@@ -19,7 +19,7 @@ from palopt.solvers.exact.colgen import column_generation, lagrangian_bound
 from palopt.solvers.exact.cpsat import CpSatSolver
 from palopt.solvers.exact.model import build_model
 from palopt.solvers.exact.pricing import Cut, Pricer
-from palopt.solvers.exact.runner import WORK_RATES, BackendAnswer
+from palopt.solvers.exact.runner import WORK_RATES, BackendAnswer, Budget
 from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.round import make_round, round_cost, select_positions
 
@@ -348,6 +348,21 @@ def test_deterministic_mode_repeats_a_time_limited_solve(workers: int) -> None:
     assert a.settings["cg_iterations"] == b.settings["cg_iterations"] == WORK_RATES["cg"] * 0.5
     for r in runs:
         assert_feasible(inst, r.assignment())
+
+
+def test_budget_counts_work_and_gives_back_what_a_step_left() -> None:
+    budget = Budget(10.0, deterministic=True)
+    share = budget.take(5.0)
+    assert share == 5.0 and budget.left() == 5.0
+    assert budget.count(share, "cg") == WORK_RATES["cg"] * 5
+    budget.settle(share, "cg", int(WORK_RATES["cg"]))  # one second's work done
+    assert budget.left() == pytest.approx(9.0)
+    budget.settle(budget.take(2.0), "search", 10**9)  # more work than the share: nothing back
+    assert budget.left() == pytest.approx(7.0)
+    assert budget.wall(share) == np.inf
+    clock = Budget(10.0, deterministic=False)
+    clock.settle(clock.take(5.0), "cg", 0)  # by the wall clock only time counts
+    assert clock.count(5.0, "cg") is None and clock.left() > 9.0
 
 
 def test_deterministic_mode_hands_unused_shares_on() -> None:
