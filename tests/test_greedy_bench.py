@@ -209,3 +209,23 @@ def test_bench_command_rejects_bad_input(capsys: pytest.CaptureFixture) -> None:
     assert main(["bench", "--sizes", "10", "--gpus-per-server", "4"]) == 2
     assert "--sizes" in capsys.readouterr().err
     assert main(["bench", "--profiles", "mars"]) == 2
+
+
+def test_best_known_script_joins_block_solves_into_a_feasible_round(capsys) -> None:
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "bench" / "best_known.py"
+    spec = importlib.util.spec_from_file_location("best_known", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    inst = make_instance(Family(64, 4, 1.0, "synthetic"), 1)
+    positions = make_round(inst).open_positions
+    blocks = module.deal(inst, positions, 2, 32)
+    assert sorted(p for b in blocks for p in b) == sorted(positions)
+    assert all(sum(inst.queue[p].num_gpus for p in b) <= 32 for b in blocks)
+    args = ["--gpus", "64", "--per-server", "4", "--seed", "1", "--block-gpus", "32"]
+    assert module.main([*args, "--block-time", "2", "--bound-time", "0.5"]) == 0
+    out = capsys.readouterr().out
+    # The script checks the joined placement (feasible, costed as the blocks' sum) itself.
+    assert "2 blocks, cpsat" in out and "sum of the blocks' bounds" in out
