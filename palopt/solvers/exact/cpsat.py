@@ -9,7 +9,7 @@ import numpy as np
 from palopt.result import Status
 from palopt.solvers.base import register
 from palopt.solvers.exact.model import SparseModel
-from palopt.solvers.exact.runner import BackendAnswer, ExactSolver
+from palopt.solvers.exact.runner import BackendAnswer, ExactSolver, seconds_left
 
 __all__ = ["CpSatSolver"]
 
@@ -43,7 +43,7 @@ class CpSatSolver(ExactSolver):
         """Solve ``sp`` with CP-SAT within ``time_limit`` seconds, building the model included."""
         from ortools.sat.python import cp_model
 
-        started = time.perf_counter()
+        deadline = time.perf_counter() + time_limit
         m = cp_model.CpModel()
         # Written into the model's proto directly: the expression API takes twice as long on
         # models of 10,000 rows, time the solve would not get.
@@ -65,8 +65,7 @@ class CpSatSolver(ExactSolver):
         if self.deterministic:
             solver.parameters.max_deterministic_time = time_limit
         else:
-            left = time_limit - (time.perf_counter() - started)
-            solver.parameters.max_time_in_seconds = max(left, 0.01)
+            solver.parameters.max_time_in_seconds = seconds_left(deadline)
         solver.parameters.num_workers = self.workers
         solver.parameters.random_seed = seed
         solver.parameters.relative_gap_limit = self.gap

@@ -21,7 +21,7 @@ from palopt.errors import InputError
 from palopt.result import Status
 from palopt.solvers.base import register
 from palopt.solvers.exact.model import SparseModel
-from palopt.solvers.exact.runner import BackendAnswer, ExactSolver
+from palopt.solvers.exact.runner import BackendAnswer, ExactSolver, seconds_left
 from palopt.solvers.transport import new_highs
 
 __all__ = ["MilpSolver", "BACKENDS"]
@@ -115,7 +115,7 @@ class MilpSolver(ExactSolver):
                 var.setInitialValue(int(value))
         solver = pulp.PULP_CBC_CMD(
             msg=False,
-            timeLimit=_left(deadline),
+            timeLimit=seconds_left(deadline),
             threads=self.workers,
             gapRel=self.gap,
             warmStart=start is not None,
@@ -154,7 +154,7 @@ class MilpSolver(ExactSolver):
         lp.a_matrix_.value_ = np.concatenate([r[1] for r in sp.rows]).astype(np.float64)
         lp.integrality_ = [highspy.HighsVarType.kInteger] * n
         h.passModel(lp)
-        h.setOptionValue("time_limit", _left(deadline))
+        h.setOptionValue("time_limit", seconds_left(deadline))
         h.run()
         code = h.getModelStatus()
         info = h.getInfo()
@@ -168,11 +168,6 @@ class MilpSolver(ExactSolver):
         if values is not None:
             return BackendAnswer(Status.FEASIBLE, values, bound)
         return BackendAnswer(Status.NO_SOLUTION, None, bound)
-
-
-def _left(deadline: float) -> float:
-    """Seconds until ``deadline`` (a ``time.perf_counter`` value), at least 10 ms."""
-    return max(deadline - time.perf_counter(), 0.01)
 
 
 register(

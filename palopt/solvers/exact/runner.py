@@ -55,6 +55,7 @@ __all__ = [
     "DEFAULT_SCALE",
     "DEFAULT_GAP",
     "FORMULATIONS",
+    "seconds_left",
 ]
 
 log = logging.getLogger(__name__)
@@ -81,6 +82,12 @@ class BackendAnswer:
 #: 256-GPU rounds (100-194, 3,000-6,000 and 3-15 per second), so a solve of that size takes
 #: about its limit or less; larger rounds take longer.
 WORK_RATES = {"cg": 100.0, "search": 3000.0, "regions": 3.0}
+
+
+def seconds_left(deadline: float) -> float:
+    """Seconds until ``deadline`` (a :func:`time.perf_counter` value), at least 10 ms: what a
+    back end may give its solver after building the model."""
+    return max(deadline - time.perf_counter(), 0.01)
 
 
 class Budget:
