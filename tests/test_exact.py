@@ -113,7 +113,7 @@ def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) 
     if rnd.open_positions:
         ub = round_cost(inst, greedy_assignment(rnd))
         assert (
-            lagrangian_bound(rnd, ub, time_limit=1.0) + round_cost(inst, rnd.fixed)
+            lagrangian_bound(rnd, ub, time_limit=1.0)[0] + round_cost(inst, rnd.fixed)
             <= optimum + 1e-9
         )
     if rnd.multi:
@@ -386,6 +386,22 @@ def test_deterministic_mode_hands_unused_shares_on() -> None:
     assert r.status == Status.OPTIMAL
     assert "proof" not in r.settings  # proven by the exact model, not by the LP bound
     assert r.objective == pytest.approx(solve(inst, "cpsat", time_limit=10.0).objective)
+
+
+def test_column_generation_far_from_its_lp_value_is_followed_by_the_subgradient_bound() -> None:
+    # 50 rounds of column generation (deterministic: 0.5 s at 100 per second) end far under the
+    # LP value of this 512-GPU round; the subgradient steps that follow are counted too, so the
+    # bound repeats, and the reported bound is at least theirs.
+    inst = _sample(512, 1.0, 0)
+    r = solve(inst, "cpsat", time_limit=1.0, deterministic=True)
+    assert_feasible(inst, r.assignment())
+    steps = r.settings["lagrangian_steps"]
+    assert steps >= 1
+    subgradient, _ = lagrangian_bound(make_round(inst), r.settings["greedy_cost"], 1e9, steps)
+    assert r.bound >= subgradient > lower_bound(make_round(inst))
+    assert r.bound <= r.objective
+    converged = solve(_sample(16, 1.0, 0), "cpsat", time_limit=1.0, deterministic=True)
+    assert converged.settings["cg_converged"] and "lagrangian_steps" not in converged.settings
 
 
 def test_column_generation_runs_until_the_clock_unless_deterministic(monkeypatch) -> None:

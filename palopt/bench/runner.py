@@ -125,7 +125,7 @@ def run_instance(
         )
     if optimum is None and rnd.multi and family.n_gpus > exact_max_gpus:
         best = min(r.objective for r in rows)
-        bounds.append(lagrangian_bound(rnd, best, time_limit=bound_time))
+        bounds.append(lagrangian_bound(rnd, best, time_limit=bound_time)[0])
     if optimum is not None:
         reference, kind = optimum, "optimum"
     else:

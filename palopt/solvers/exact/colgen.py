@@ -459,8 +459,8 @@ def round_columns(rnd: Round, cg: ColumnGeneration) -> dict[int, np.ndarray]:
 
 
 def lagrangian_bound(
-    rnd: Round, upper: float, time_limit: float = 10.0, iterations: int = 10_000
-) -> float:
+    rnd: Round, upper: float, time_limit: float = 10.0, iterations: int | None = None
+) -> tuple[float, int]:
     """A lower bound for large rounds: the Lagrangian bound above, prices by subgradient steps
     (Polyak's step length, halved after :data:`STALL` steps that do not raise the bound; each
     step prices every kind of job with :meth:`Pricer.least
@@ -477,13 +477,16 @@ def lagrangian_bound(
         The cost of a known placement (sets the step length, Polyak's rule).
     time_limit : float
         Seconds.
-    iterations : int
-        Subgradient steps at most.
+    iterations : int, optional
+        Subgradient steps at most (default: until ``time_limit``, or until the step length
+        vanishes).
 
     Returns
     -------
-    float
+    bound : float
         The best bound over the prices tried.
+    steps : int
+        Subgradient steps made.
     """
     started = time.perf_counter()
     inst = rnd.instance
@@ -499,7 +502,9 @@ def lagrangian_bound(
     p = np.zeros(len(free))
     best = -np.inf
     theta, stall = 1.0, 0
-    for _ in range(iterations):
+    steps = 0
+    while iterations is None or steps < iterations:
+        steps += 1
         use = np.zeros(len(free))
         value = -float(p.sum())
         for key, n_jobs in keys.items():
@@ -522,4 +527,4 @@ def lagrangian_bound(
         if norm == 0 or theta < 1e-9 or time.perf_counter() - started > time_limit:
             break
         p = np.maximum(0.0, p + theta * (upper - value) / norm * grad)
-    return best
+    return best, steps
