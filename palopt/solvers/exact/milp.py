@@ -32,12 +32,13 @@ BACKENDS = ("cbc", "highs")
 
 #: Models with more nonzeros than this are solved by HiGHS without presolve and without the
 #: feasibility-jump heuristic, neither of which stops at the time limit in HiGHS 1.16. On the
-#: compact models of full-load 256-GPU rounds (147,000-471,000 nonzeros) presolve took 1.1-2.8 s
+#: compact models of full-load 256-GPU rounds (150,000-1,000,000 nonzeros) presolve took 1.1-2.8 s
 #: under limits of 0.9-2.0 s, and feasibility jump 2.9 s under 1.5 s (with presolve off), each
-#: for no solution; with both off HiGHS stops within 0.03 s of the limit. The region models of
-#: the exact flow (at most 26,000 nonzeros) and the 64-GPU compact models (8,000) keep both:
-#: feasibility jump finds their first solutions in milliseconds, and without presolve the region
-#: models of ``256g-8ps-100%-synthetic`` seed 1 ended 0.8% dearer.
+#: for no solution; with both off, a 2 s compact solve of such a round takes 2.05 s (3.7 s with
+#: them), building the model included. The region models of the exact flow (at most 26,000
+#: nonzeros) and the 64-GPU compact models (8,000) keep both: feasibility jump finds their first
+#: solutions in milliseconds, and without presolve the region models of
+#: ``256g-8ps-100%-synthetic`` seed 1 ended 0.8% dearer.
 HIGHS_LARGE_NONZEROS = 100_000
 
 
