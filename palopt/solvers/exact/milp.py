@@ -115,12 +115,11 @@ class MilpSolver(ExactSolver):
     ) -> BackendAnswer:
         import pulp
 
-        nonzeros = sum(len(row[0]) for row in sp.rows)
-        if nonzeros > CBC_MAX_NONZEROS:
+        if sp.n_nonzeros > CBC_MAX_NONZEROS:
             log.warning(
                 "milp (cbc): a model of %d nonzeros is not solved: CBC's first LP does not stop "
                 "at the time limit (models up to %d are); use cpsat or backend=highs",
-                nonzeros,
+                sp.n_nonzeros,
                 CBC_MAX_NONZEROS,
             )
             return BackendAnswer(Status.NO_SOLUTION, None, None)
@@ -186,11 +185,10 @@ class MilpSolver(ExactSolver):
         lens = [len(r[0]) for r in sp.rows]
         lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
         lp.a_matrix_.start_ = np.r_[0, np.cumsum(lens)].astype(np.int32)
-        index = np.concatenate([r[0] for r in sp.rows]).astype(np.int32)
-        lp.a_matrix_.index_ = index
+        lp.a_matrix_.index_ = np.concatenate([r[0] for r in sp.rows]).astype(np.int32)
         lp.a_matrix_.value_ = np.concatenate([r[1] for r in sp.rows]).astype(np.float64)
         lp.integrality_ = [highspy.HighsVarType.kInteger] * n
-        if len(index) > HIGHS_LARGE_NONZEROS:
+        if sp.n_nonzeros > HIGHS_LARGE_NONZEROS:
             h.setOptionValue("presolve", "off")
             h.setOptionValue("mip_heuristic_run_feasibility_jump", False)
         h.passModel(lp)

@@ -70,6 +70,11 @@ class SparseModel:
         """Number of variables."""
         return len(self.upper)
 
+    @property
+    def n_nonzeros(self) -> int:
+        """Number of nonzero coefficients in the rows."""
+        return sum(len(idx) for idx, *_ in self.rows)
+
     def satisfied(self, solution: np.ndarray) -> bool:
         """Whether an integer solution satisfies every bound and row."""
         sol = np.rint(solution).astype(np.int64)
