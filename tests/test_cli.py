@@ -91,6 +91,26 @@ def test_unknown_solver_and_option_exit_2(instance_file, capsys):
     assert "pal.colour" in capsys.readouterr().err
 
 
+def test_solve_backend_flag(instance_file, capsys):
+    assert main(["solve", str(instance_file), "--solver", "milp", "--backend", "highs"]) == 0
+    assert json.loads(capsys.readouterr().out)["settings"]["backend"] == "highs"
+    for args, message in (
+        (["--solver", "milp", "--backend", "cbc", "-o", "backend=highs"], "--backend = 'cbc'"),
+        (["--solver", "milp", "--backend", "gurobi"], "milp.backend = 'gurobi'"),
+        (["--solver", "cpsat", "--backend", "cbc"], "cpsat.backend"),
+    ):
+        assert main(["solve", str(instance_file), *args]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("solver", ["pal", "random-nonsticky", "greedy", "cpsat", "milp"])
+def test_negative_seed_exit_2(instance_file, capsys, solver):
+    assert main(["solve", str(instance_file), "--solver", solver, "--seed", "-1"]) == 2
+    err = capsys.readouterr().err
+    assert "seed = -1: must be a non-negative integer" in err and "Traceback" not in err
+
+
 def test_console_script_runs(instance_file):
     proc = subprocess.run(
         [sys.executable, "-m", "palopt.cli", "solve", str(instance_file)],

@@ -346,6 +346,38 @@ def test_deterministic_for_seed_and_workers() -> None:
     assert a.assignment() == b.assignment() and a.objective == b.objective
 
 
+@pytest.mark.parametrize("backend", ["cpsat", "highs", "cbc"])
+def test_any_non_negative_seed_reaches_the_back_end(backend: str) -> None:
+    """The back ends take 31-bit seeds; larger ones are used modulo 2**31 - 1 (CP-SAT raised on
+    them, HiGHS ignored them). On this round the back end runs within the limit."""
+    from palopt.bench.families import Family, make_instance
+
+    inst = make_instance(Family(64, 4, 1.0, "synthetic"), 2)
+    config = {} if backend == "cpsat" else {"backend": backend}
+    name = "cpsat" if backend == "cpsat" else "milp"
+    r = solve(inst, name, time_limit=1.0, seed=2**40, **config)
+    assert_feasible(inst, r.assignment())
+    assert r.settings["seed"] == 2**40 and r.status in (Status.OPTIMAL, Status.FEASIBLE)
+
+
+def test_a_cbc_failure_is_no_answer_not_an_error(monkeypatch, caplog) -> None:
+    """The bundled CBC binary can crash when its time limit ends early in the search (PuLP then
+    raises); the solve goes on without CBC's answer."""
+    import pulp
+
+    from palopt.bench.families import Family, make_instance
+
+    def crash(self: pulp.LpProblem, solver: object = None, **kwargs: object) -> int:
+        raise pulp.PulpSolverError("Pulp: Error while trying to execute")
+
+    monkeypatch.setattr(pulp.LpProblem, "solve", crash)
+    inst = make_instance(Family(64, 4, 1.0, "synthetic"), 2)
+    r = solve(inst, "milp", backend="cbc", time_limit=1.0)
+    assert_feasible(inst, r.assignment())
+    assert r.status == Status.FEASIBLE and r.bound is not None and r.bound <= r.objective
+    assert "CBC failed" in caplog.text
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_deterministic_mode_repeats_a_time_limited_solve(workers: int) -> None:
     # A full 256-GPU round is far from solved in one second: every step runs out of its share,
@@ -474,6 +506,11 @@ def test_bad_options_name_the_field() -> None:
         get_solver("milp", backend="gurobi")
     with pytest.raises(InputError, match="cpsat.colour"):
         get_solver("cpsat", colour=1)
+    for limit in (0, -1.0, float("inf"), float("nan"), True):
+        with pytest.raises(InputError, match="milp.time_limit"):
+            get_solver("milp", time_limit=limit)
+        with pytest.raises(InputError, match="time_limit = "):
+            solve(_sample(16, 1.0, 0), "cpsat", time_limit=limit)
 
 
 def test_column_weights_belong_to_their_columns() -> None:

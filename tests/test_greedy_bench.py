@@ -209,6 +209,25 @@ def test_bench_command_rejects_bad_input(capsys: pytest.CaptureFixture) -> None:
     assert main(["bench", "--sizes", "10", "--gpus-per-server", "4"]) == 2
     assert "--sizes" in capsys.readouterr().err
     assert main(["bench", "--profiles", "mars"]) == 2
+    for flag, value in (
+        ("--bound-time", "-1"),
+        ("--bound-time", "inf"),
+        ("--time-limit", "inf"),
+        ("--exact-max-gpus", "-1"),
+        ("--solvers", "x"),
+    ):
+        assert main(["bench", "--quick", flag, value]) == 2
+        assert flag.lstrip("-").split("-")[0] in capsys.readouterr().err
+
+
+def test_bench_quick_keeps_the_options_given(tmp_path: Path, capsys) -> None:
+    args = ["bench", "--quick", "--sizes", "16", "--solvers", "greedy", "--seeds", "1"]
+    assert main([*args, "--out", str(tmp_path), "--no-plot"]) == 0
+    with (tmp_path / "bench.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    # --quick's other settings: 4-GPU servers, both loads, the longhorn profile
+    assert {(r["n_gpus"], r["solver"], r["seed"]) for r in rows} == {("16", "greedy", "0")}
+    assert {r["family"] for r in rows} == {"16g-4ps-50%-longhorn", "16g-4ps-100%-longhorn"}
 
 
 def test_best_known_script_joins_block_solves_into_a_feasible_round(capsys) -> None:

@@ -13,7 +13,7 @@ from palopt.errors import InputError
 from palopt.instance import penalty_matrix
 from palopt.result import Action, PlacementResult
 from palopt.solvers import heuristics
-from palopt.solvers.base import get_solver
+from palopt.solvers.base import get_solver, list_solvers
 from palopt.solvers.heuristics import (
     RoundContext,
     choose_packed,
@@ -407,3 +407,14 @@ def test_pal_many_levels_path_equals_the_walk(seed, servers, per, fixed):
         walk = solver.solve(inst).assignment()
     assert shortcut == walk
     assert_feasible(inst, shortcut)
+
+
+@pytest.mark.parametrize("name", [s.name for s in list_solvers()])
+@pytest.mark.parametrize("seed", [-1, 1.5, True])
+def test_every_solver_rejects_a_bad_seed(name: str, seed: object) -> None:
+    topo = build_cluster(1, 1, 4)
+    inst = Instance(
+        topo, ("A",), np.ones((1, 4)), penalty_matrix(topo, "A", 1.7), (Job("a", 2, "A"),)
+    )
+    with pytest.raises(InputError, match="seed = "):
+        get_solver(name).solve(inst, seed=seed)  # type: ignore[arg-type]

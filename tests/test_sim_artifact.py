@@ -102,6 +102,8 @@ def test_cli_simulate_outputs(artifact_dir, tmp_path, capsys):
         (["--cluster", "sixteen"], "cluster"),
         (["--scheduler", "nope"], "unknown policy"),
         (["--placement", "nope"], "nope"),
+        (["--seed", "-1"], "seed = -1"),
+        (["--time-limit", "0"], "time_limit = 0"),
         (["--trace-is-profile"], "missing column"),
     ],
 )
@@ -158,6 +160,12 @@ def test_simulate_cell_checks_keys(artifact_dir):
         simulate_cell({"data": str(artifact_dir), "workload": 1, "placment": "pal"})
     with pytest.raises(InputError, match="needs 'trace'"):
         simulate_cell({"data": str(artifact_dir)})
+    with pytest.raises(InputError, match="seed = -2"):
+        simulate_cell({"data": str(artifact_dir), "workload": 1, "seed": -2})
+    with pytest.raises(InputError, match="extra_seed = -1"):
+        SimConfig(extra_seed=-1)
+    with pytest.raises(InputError, match="time_limit = inf"):
+        SimConfig(time_limit=float("inf"))
 
 
 def test_simulate_cell_tiles_a_larger_cluster(artifact_dir):

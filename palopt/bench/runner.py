@@ -41,9 +41,17 @@ class SolverSpec:
 
     @classmethod
     def parse(cls, text: str) -> SolverSpec:
-        """``name`` or ``milp:BACKEND`` (the MILP back end)."""
+        """``name`` or ``milp:BACKEND`` (the MILP back end).
+
+        Raises
+        ------
+        UnknownSolverError, InputError
+            For a name not in the registry, or a back end the solver does not have.
+        """
         name, _, backend = text.partition(":")
-        return cls(text, name, (("backend", backend),) if backend else ())
+        spec = cls(text, name, (("backend", backend),) if backend else ())
+        get_solver(spec.name, **dict(spec.options))
+        return spec
 
     @property
     def exact(self) -> bool:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -10,11 +11,22 @@ from palopt.bench.families import PROFILES, Family
 from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
 from palopt.bench.runner import EXACT, HEURISTICS, SolverSpec, run_bench
 from palopt.errors import InputError
+from palopt.solvers.base import check_time_limit
 
+#: Defaults of the full run, and of ``--quick``; an option given on the command line wins over both.
+FULL = {
+    "sizes": "16,64,256,1024,4096",
+    "gpus_per_server": "4,8",
+    "loads": "0.5,1.0",
+    "profiles": ",".join(PROFILES),
+    "seeds": 5,
+    "time_limit": 10.0,
+    "solvers": ",".join((*HEURISTICS, *EXACT)),
+}
 QUICK = {
+    **FULL,
     "sizes": "16,64",
     "gpus_per_server": "4",
-    "loads": "0.5,1.0",
     "profiles": "longhorn",
     "seeds": 2,
     "time_limit": 3.0,
@@ -48,19 +60,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--quick",
         action="store_true",
-        help="small smoke run (16 and 64 GPUs, 2 seeds, 3 s limit): under 2 minutes",
+        help="small smoke run, under 2 minutes: the defaults below become "
+        + ", ".join(f"{k.replace('_', '-')} {QUICK[k]}" for k in QUICK if QUICK[k] != FULL[k]),
     )
-    p.add_argument("--sizes", default="16,64,256,1024,4096", help="cluster sizes (GPUs)")
-    p.add_argument("--gpus-per-server", default="4,8", help="server sizes")
-    p.add_argument("--loads", default="0.5,1.0", help="queue demand as a share of the cluster")
-    p.add_argument("--profiles", default=",".join(PROFILES), help="slowdown profiles")
-    p.add_argument("--seeds", type=int, default=5, help="instances per family")
+    p.add_argument("--sizes", help=f"cluster sizes in GPUs (default {FULL['sizes']})")
+    p.add_argument("--gpus-per-server", help=f"server sizes (default {FULL['gpus_per_server']})")
+    p.add_argument(
+        "--loads", help=f"queue demand as a share of the cluster (default {FULL['loads']})"
+    )
+    p.add_argument("--profiles", help=f"slowdown profiles (default {FULL['profiles']})")
+    p.add_argument("--seeds", type=int, help=f"instances per family (default {FULL['seeds']})")
     p.add_argument(
         "--solvers",
-        default=",".join((*HEURISTICS, *EXACT)),
-        help="solvers; milp:cbc / milp:highs pick the MILP back end",
+        help=f"solvers; milp:cbc / milp:highs pick the MILP back end (default {FULL['solvers']})",
     )
-    p.add_argument("--time-limit", type=float, default=10.0, help="seconds per exact solve")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        help=f"seconds per exact solve (default {FULL['time_limit']:g})",
+    )
     p.add_argument(
         "--exact-max-gpus",
         type=int,
@@ -85,8 +103,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark and write the table, the CSVs and the plot."""
-    if args.quick:
-        for key, value in QUICK.items():
+    for key, value in (QUICK if args.quick else FULL).items():
+        if getattr(args, key) is None:
             setattr(args, key, value)
     sizes = _ints(args.sizes, "--sizes")
     per_server = _ints(args.gpus_per_server, "--gpus-per-server")
@@ -97,8 +115,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise InputError("--profiles", prof, f"must be among {', '.join(PROFILES)}")
     if args.seeds < 1:
         raise InputError("--seeds", args.seeds, "must be at least 1")
-    if args.time_limit <= 0:
-        raise InputError("--time-limit", args.time_limit, "must be positive")
+    check_time_limit(args.time_limit, "--time-limit")
+    if args.exact_max_gpus < 0:
+        raise InputError("--exact-max-gpus", args.exact_max_gpus, "must be at least 0")
+    if not 0 <= args.bound_time < math.inf:
+        raise InputError("--bound-time", args.bound_time, "must be a finite number >= 0")
     for n in sizes:
         for g in per_server:
             if n % g:

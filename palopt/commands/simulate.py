@@ -168,6 +168,14 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Run one simulation and write its outputs."""
+    cfg = _config(
+        args,
+        round_s=args.round,
+        penalties=args.locality_penalty,
+        seed=args.seed,
+        time_limit=args.time_limit,
+        check=args.check,
+    )
     topo = parse_shape(args.cluster)
     if args.profile is not None:
         profile = load_profile(args.profile, topo, args.seed)
@@ -180,14 +188,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace)
     policy = get_policy(args.scheduler)
     solver = get_solver(args.placement)  # fails early, with the valid names, if unknown
-    cfg = _config(
-        args,
-        round_s=args.round,
-        penalties=args.locality_penalty,
-        seed=args.seed,
-        time_limit=args.time_limit,
-        check=args.check,
-    )
     res = simulate(topo, profile, trace, solver, policy, cfg)
     settings = {
         "trace": str(args.trace),

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from palopt.cost import assert_feasible
+from palopt.errors import InputError
 from palopt.export import format_slurm
 from palopt.instance import Instance
 from palopt.io import instance_schema, load_instance
@@ -42,6 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="KEY=VALUE",
         help="solver option (repeatable), e.g. -o backend=highs",
+    )
+    p.add_argument(
+        "--backend",
+        help="the milp solver's back end, cbc or highs (the same as -o backend=...)",
     )
     p.add_argument("--out", type=Path, help="also write the result as JSON to this file")
     p.add_argument(
@@ -100,7 +105,12 @@ def format_result(instance: Instance, result: PlacementResult) -> str:
 def cmd_solve(args: argparse.Namespace) -> int:
     """Solve an instance file."""
     instance = load_instance(args.instance)
-    solver = get_solver(args.solver, **dict(args.option))
+    options = dict(args.option)
+    if args.backend is not None:
+        if options.get("backend", args.backend) != args.backend:
+            raise InputError("--backend", args.backend, f"-o backend={options['backend']} differs")
+        options["backend"] = args.backend
+    solver = get_solver(args.solver, **options)
     result = solver.solve(instance, time_limit=args.time_limit, seed=args.seed)
     assert_feasible(instance, result.assignment())
     data = result.to_dict(instance)

@@ -40,7 +40,7 @@ from palopt.sim.policies import SchedulingPolicy, get_policy
 from palopt.sim.profile import ClusterProfile
 from palopt.sim.trace import TraceJob, extra_jobs
 from palopt.solvers import get_solver
-from palopt.solvers.base import Solver
+from palopt.solvers.base import Solver, check_seed, check_time_limit
 from palopt.topology import Topology
 
 __all__ = [
@@ -125,6 +125,10 @@ class SimConfig:
             raise InputError("restart_cost", self.restart_cost_s, "must be >= 0 seconds")
         if self.extra_rate <= 0:
             raise InputError("extra_rate", self.extra_rate, "must be positive")
+        check_seed(self.seed)
+        check_seed(self.extra_seed, "extra_seed")
+        if self.time_limit is not None:
+            check_time_limit(self.time_limit)
 
 
 class JobTable:

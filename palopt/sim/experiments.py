@@ -146,9 +146,6 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
     if cell["profile"] is None and data is None:
         raise InputError("profile", None, "give 'profile' or 'data'")
     profile_path = str(cell["profile"] or data / "sim-64gpu-cluster.csv")  # type: ignore[operator]
-    topo, profile = _cluster(profile_path, str(cell["cluster"]), int(cell["seed"]))
-    if cell["fixed_charge"]:
-        profile = profile.fixed()
     config = SimConfig(
         round_s=float(cell["round"]),
         penalties=cell["locality_penalty"],
@@ -158,6 +155,9 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
         extra_jobs=bool(cell["extra_jobs"]),
         seed=int(cell["seed"]),
     )
+    topo, profile = _cluster(profile_path, str(cell["cluster"]), config.seed)
+    if cell["fixed_charge"]:
+        profile = profile.fixed()
     res = simulate(
         topo,
         profile,

@@ -33,7 +33,7 @@ import numpy as np
 from palopt.errors import InputError
 from palopt.instance import Instance
 from palopt.result import PlacementResult
-from palopt.solvers.base import build_result, register
+from palopt.solvers.base import build_result, check_seed, register
 from palopt.solvers.local import polish
 from palopt.solvers.round import MODES, Round, dense_groups, make_round, round_cost
 from palopt.solvers.transport import transport
@@ -275,6 +275,7 @@ class GreedySolver:
     ) -> PlacementResult:
         """Place the round's jobs; ``time_limit`` and ``seed`` are ignored (deterministic)."""
         started = time.perf_counter()
+        check_seed(seed)
         rnd = make_round(instance, self.mode, self.keep_running)
         chosen = {**rnd.fixed, **greedy_assignment(rnd)}
         settings: dict[str, Any] = {"mode": self.mode, "keep_running": self.keep_running}

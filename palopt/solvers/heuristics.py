@@ -44,7 +44,7 @@ import numpy as np
 from palopt.errors import InputError
 from palopt.instance import Instance, Job
 from palopt.result import PlacementResult
-from palopt.solvers.base import build_result, register
+from palopt.solvers.base import build_result, check_seed, register
 from palopt.solvers.pool import FreePool
 from palopt.solvers.round import admitted_prefix
 
@@ -479,6 +479,7 @@ class HeuristicSolver:
     ) -> PlacementResult:
         """Place the queue. ``time_limit`` is ignored (heuristics take milliseconds)."""
         started = time.perf_counter()
+        seed = check_seed(seed)
         rng = np.random.default_rng(seed)
         fixed = self.variant == "fixed"
         if self.sticky:

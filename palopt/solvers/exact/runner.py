@@ -42,7 +42,7 @@ from palopt.cost import check_feasible
 from palopt.errors import InputError
 from palopt.instance import Instance
 from palopt.result import PlacementResult, Status
-from palopt.solvers.base import build_result
+from palopt.solvers.base import build_result, check_seed, check_time_limit
 from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.model import SparseModel, build_model
 from palopt.solvers.exact.refine import reoptimise_regions
@@ -96,6 +96,10 @@ WORK_RATES = {"cg": 100.0, "search": 3000.0, "regions": 3.0, "lagrangian": 135.0
 #: iterations) it is negative.
 LAGRANGIAN_GAP = 0.01
 LAGRANGIAN_SHARE = 0.25
+
+
+#: The back ends take 31-bit seeds (CBC is given ``seed + 1``): a solve's seed is used modulo this.
+BACKEND_SEEDS = 2**31 - 1
 
 
 def seconds_left(deadline: float) -> float:
@@ -229,8 +233,7 @@ class ExactSolver:
     ) -> None:
         if mode not in MODES:
             raise InputError(f"{self.name}.mode", mode, f"must be one of {', '.join(MODES)}")
-        if not (isinstance(time_limit, (int, float)) and time_limit > 0):
-            raise InputError(f"{self.name}.time_limit", time_limit, "must be a positive number")
+        check_time_limit(time_limit, f"{self.name}.time_limit")
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise InputError(f"{self.name}.workers", workers, "must be a positive integer")
         if not (isinstance(scale, (int, float)) and scale >= 1):
@@ -299,11 +302,11 @@ class ExactSolver:
         """Place the round's jobs at minimum weighted cost (see the module documentation)."""
         started = time.perf_counter()
         limit = self.time_limit if time_limit is None else time_limit
-        if not (isinstance(limit, (int, float)) and limit > 0):
-            raise InputError("time_limit", time_limit, "must be a positive number")
-        seed = 0 if seed is None else int(seed)
-        rnd = make_round(instance, self.mode, self.keep_running)
+        check_time_limit(limit)
+        seed = check_seed(seed) or 0
         settings = {**self.settings(), "time_limit": float(limit), "seed": seed}
+        seed %= BACKEND_SEEDS
+        rnd = make_round(instance, self.mode, self.keep_running)
         selected = set(rnd.positions)
         reasons = {
             p: "not selected: the round's GPUs are taken by earlier jobs"
