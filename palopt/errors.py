@@ -40,6 +40,10 @@ class InputError(PaloptError, ValueError):
             shown = shown[:77] + "..."
         super().__init__(f"{field} = {shown}: {problem}")
 
+    def __reduce__(self) -> tuple[type[InputError], tuple[str, Any, str]]:
+        # Rebuilt from its three parts: a sweep's worker process sends it back pickled.
+        return (type(self), (self.field, self.value, self.problem))
+
 
 class UnknownSolverError(PaloptError, KeyError):
     """A solver name that is not in the registry; the message lists the valid names."""

@@ -201,8 +201,10 @@ def run_sweep(
     Raises
     ------
     InputError
-        For an unknown engine.
+        For an unknown engine, or fewer than one worker.
     """
+    if workers is not None and workers < 1:
+        raise InputError("workers", workers, "must be at least 1")
     cells = expand(spec)
     todo = [c for c in cells if not _done(spec.out, c)]
     log.info("sweep: %d cells, %d already done", len(cells), len(cells) - len(todo))

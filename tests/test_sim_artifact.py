@@ -125,6 +125,22 @@ def test_cli_simulate_bad_input(artifact_dir, capsys, args, message):
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["fig13", "--seeds", "0"], "--seeds = 0"),
+        (["fig13", "--jobs", "0"], "--jobs = 0"),
+        (["fig13", "--loads", "8,0"], "loads = '8,0'"),
+        (["fig10", "--workers", "0"], "workers = 0"),
+    ],
+)
+def test_cli_reproduce_bad_input(artifact_dir, tmp_path, capsys, args, message):
+    base = ["reproduce", "--data", str(artifact_dir), "--out", str(tmp_path), "--no-progress"]
+    assert main(base + args) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("palopt: error:") and message in err
+
+
 def test_improvement_table():
     rows = [
         {"workload": w, "placement": p, "avg_jct_h": v}

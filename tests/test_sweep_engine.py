@@ -74,3 +74,18 @@ def test_local_run_is_resumable(tmp_path):
 def test_bad_grids(tmp_path, body, key):
     with pytest.raises(InputError, match=key.replace("[", r"\[")):
         load_grid(write_grid(tmp_path, body))
+
+
+def checked_cell(cell: dict) -> dict:
+    """A cell function that rejects negative x, as simulate_cell rejects bad values."""
+    if cell["x"] < 0:
+        raise InputError("x", cell["x"], "must be >= 0")
+    return {"metric": cell["x"]}
+
+
+def test_a_bad_cell_in_a_worker_process_is_an_input_error(tmp_path):
+    spec = load_grid(write_grid(tmp_path, '[sweep]\nout = "out"\n[grid]\nx = [1, -1]\n'))
+    with pytest.raises(InputError, match="x = -1: must be >= 0"):
+        run_sweep(spec, checked_cell, workers=2)
+    with pytest.raises(InputError, match="workers = 0"):
+        run_sweep(spec, checked_cell, workers=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 from pathlib import Path
 from typing import Any
@@ -233,6 +234,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run a paper experiment (resumably, see :mod:`palopt.sweep`) and print its table."""
     if not (args.data / "sim-64gpu-cluster.csv").is_file():
         raise InputError("data", str(args.data), "no sim-64gpu-cluster.csv in this directory")
+    for flag, value in (("--seeds", args.seeds), ("--jobs", args.jobs)):
+        if value < 1:
+            raise InputError(flag, value, "must be at least 1")
     realistic = args.completion != "round" or args.restart_cost or args.backfill
     model = "realistic" if realistic else "compat"
     stem = f"{args.figure}-{model}"
@@ -260,6 +264,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             loads = [float(x) for x in args.loads.split(",")]
         except ValueError:
             raise InputError("loads", args.loads, "expected numbers like 8,10,12") from None
+        if not all(0 < x < math.inf for x in loads):
+            raise InputError("loads", args.loads, "jobs per hour must be positive")
         spec = fig13_sweep(
             args.data, cells, loads, seeds=range(args.seeds), n_jobs=args.jobs, **options
         )
