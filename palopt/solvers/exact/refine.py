@@ -126,11 +126,9 @@ def reoptimise_regions(
         area = areas[visits % len(areas)]
         visits += 1
         stale += 1
-        left = time_limit - (time.perf_counter() - started)
         jobs = tuple(sorted(inc.jobs_on(area)))
         if not any(inst.queue[p].num_gpus > 1 for p in jobs):
             continue
-        solved += 1
         free = area.copy()
         for p in jobs:
             free[best[p]] = True
@@ -139,6 +137,10 @@ def reoptimise_regions(
         old = round_cost(inst, {p: best[p] for p in jobs})
         model = build_model(sub, scale, old)
         start = model.start({p: best[p] for p in jobs}, sub)
+        left = time_limit - (time.perf_counter() - started)  # the sub-model's building counted
+        if left <= 0.05:
+            break
+        solved += 1
         answer = run(model.sparse, start, min(step_limit * size / region_gpus, left), seed)
         if answer.solution is None or not model.sparse.satisfied(answer.solution):
             continue
