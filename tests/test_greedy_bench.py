@@ -248,3 +248,29 @@ def test_best_known_script_joins_block_solves_into_a_feasible_round(capsys) -> N
     out = capsys.readouterr().out
     # The script checks the joined placement (feasible, costed as the blocks' sum) itself.
     assert "2 blocks, cpsat" in out and "sum of the blocks' bounds" in out
+
+
+def test_bench_keeps_finished_instances_when_interrupted(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    import palopt.bench.runner as runner
+
+    real = runner.run_instance
+    calls = []
+
+    def stop_on_second(*args, **kwargs):
+        calls.append(args[:2])
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(runner, "run_instance", stop_on_second)
+    args = ["bench", "--quick", "--sizes", "16", "--solvers", "pal,greedy", "--seeds", "2"]
+    assert main([*args, "--out", str(tmp_path), "--no-plot"]) == 130
+    with (tmp_path / "bench.csv").open() as fh:
+        rows = list(csv.DictReader(fh))
+    assert [(r["family"], r["seed"], r["solver"]) for r in rows] == [
+        ("16g-4ps-50%-longhorn", "0", "pal"),
+        ("16g-4ps-50%-longhorn", "0", "greedy"),
+    ]
+    assert not (tmp_path / "summary.csv").exists()

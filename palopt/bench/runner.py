@@ -156,14 +156,17 @@ def run_bench(
     exact_max_gpus: int,
     bound_time: float,
     progress: Callable[[str], None] | None = None,
+    sink: Callable[[list[Row]], None] | None = None,
 ) -> list[Row]:
-    """Every family x seed; ``progress`` gets one line per instance."""
+    """Every family x seed; ``progress`` gets one line per instance, ``sink`` its rows."""
     rows: list[Row] = []
     todo = [(f, s) for f in families for s in range(seeds)]
     started = time.perf_counter()
     for i, (family, seed) in enumerate(todo, 1):
         got = run_instance(family, seed, solvers, time_limit, exact_max_gpus, bound_time)
         rows.extend(got)
+        if sink is not None:
+            sink(got)
         if progress is not None:
             best = min(got, key=lambda r: r.gap)
             progress(

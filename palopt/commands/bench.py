@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 import sys
+from dataclasses import fields
 from pathlib import Path
 
 from palopt.bench.families import PROFILES, Family
 from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
-from palopt.bench.runner import EXACT, HEURISTICS, SolverSpec, run_bench
+from palopt.bench.runner import EXACT, HEURISTICS, Row, SolverSpec, run_bench
 from palopt.errors import InputError
 from palopt.solvers.base import check_time_limit
 
@@ -133,17 +135,26 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for prof in profiles
     ]
     args.out.mkdir(parents=True, exist_ok=True)
-    rows = run_bench(
-        families,
-        args.seeds,
-        solvers,
-        args.time_limit,
-        args.exact_max_gpus,
-        args.bound_time,
-        progress=lambda line: print(line, file=sys.stderr, flush=True),
-    )
+    with (args.out / "bench.csv").open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.DictWriter(fh, fieldnames=[f.name for f in fields(Row)])
+        writer.writeheader()
+
+        def keep(got: list[Row]) -> None:
+            # Each instance's rows as it ends, so an interrupted or failed run keeps them.
+            writer.writerows(r.as_dict() for r in got)
+            fh.flush()
+
+        rows = run_bench(
+            families,
+            args.seeds,
+            solvers,
+            args.time_limit,
+            args.exact_max_gpus,
+            args.bound_time,
+            progress=lambda line: print(line, file=sys.stderr, flush=True),
+            sink=keep,
+        )
     summary = summarise(rows)
-    write_csv(args.out / "bench.csv", [r.as_dict() for r in rows])
     write_csv(args.out / "summary.csv", summary)
     print(format_table(summary))
     if not args.no_plot:

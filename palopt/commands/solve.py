@@ -33,7 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="place an instance's queue and print the placement")
     p.add_argument("instance", type=Path, help="instance JSON file (see `palopt schema`)")
     p.add_argument("--solver", default="pal", help="solver name (see `palopt solvers`)")
-    p.add_argument("--seed", type=int, default=None, help="seed for randomised solvers")
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="seed, a non-negative integer (random solvers, exact back ends)",
+    )
     p.add_argument("--time-limit", type=float, default=None, help="seconds (exact solvers)")
     p.add_argument(
         "--option",
