@@ -22,9 +22,10 @@ import time
 
 import numpy as np
 
-from palopt import Instance, build_cluster, solve
-from palopt.bench.families import Family, make_instance
+from palopt import Instance, build_cluster, get_solver, solve
+from palopt.bench.families import RACK_GPUS, Family, make_instance
 from palopt.cost import assert_feasible, evaluate
+from palopt.errors import PaloptError
 from palopt.solvers.exact.colgen import lagrangian_bound
 from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.round import make_round, round_cost
@@ -59,6 +60,14 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     family = Family(args.gpus, args.per_server, args.load, args.profile)
+    racks, per_rack, per_server = family.shape
+    size = min(args.block_gpus, family.n_gpus)
+    if size < 1 or family.n_gpus % size or (racks > 1 and size % RACK_GPUS):
+        raise SystemExit(f"--block-gpus {args.block_gpus}: not whole racks that split the round")
+    blocks = family.n_gpus // size
+    name, _, backend = args.solver.partition(":")
+    options = {"backend": backend} if backend else {}
+    get_solver(name, **options)  # an unknown name or option fails here, not after the bound
     inst = make_instance(family, args.seed)
     rnd = make_round(inst)
     started = time.perf_counter()
@@ -69,13 +78,6 @@ def main(argv: list[str] | None = None) -> int:
     report = "{:<24} {:10.3f} {:6.2f}% above the bound {:7.1f} s"
     print(report.format("greedy", greedy, 100 * (greedy / bound - 1), greedy_time))
 
-    racks, per_rack, per_server = family.shape
-    blocks = max(1, family.n_gpus // args.block_gpus)
-    if racks % blocks:
-        raise SystemExit(f"{racks} racks do not split into {blocks} blocks")
-    size = family.n_gpus // blocks
-    name, _, backend = args.solver.partition(":")
-    options = {"backend": backend} if backend else {}
     started = time.perf_counter()
     assignment: dict[str, tuple[int, ...]] = {}
     block_bounds = block_costs = 0.0
@@ -112,4 +114,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except PaloptError as exc:
+        raise SystemExit(f"best_known.py: error: {exc}") from None

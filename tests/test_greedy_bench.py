@@ -209,7 +209,10 @@ def test_bench_command_rejects_bad_input(capsys: pytest.CaptureFixture) -> None:
     assert main(["bench", "--sizes", "10", "--gpus-per-server", "4"]) == 2
     assert "--sizes" in capsys.readouterr().err
     assert main(["bench", "--profiles", "mars"]) == 2
+    assert main(["bench", "--sizes", "48"]) == 2  # one rack and a half: was a 32-GPU cluster
+    assert "--sizes = 48: above one rack" in capsys.readouterr().err
     for flag, value in (
+        ("--gpus-per-server", "3"),
         ("--bound-time", "-1"),
         ("--bound-time", "inf"),
         ("--time-limit", "inf"),
@@ -218,6 +221,30 @@ def test_bench_command_rejects_bad_input(capsys: pytest.CaptureFixture) -> None:
     ):
         assert main(["bench", "--quick", flag, value]) == 2
         assert flag.lstrip("-").split("-")[0] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ((100, 4, 1.0, "longhorn"), "n_gpus = 100"),
+        ((64, 3, 1.0, "longhorn"), "gpus_per_server = 3"),
+        ((18, 4, 1.0, "longhorn"), "n_gpus = 18"),
+        ((64, 4, 0.0, "longhorn"), "load = 0.0"),
+        ((64, 4, 1.0, "mars"), "profile = 'mars'"),
+    ],
+)
+def test_family_rejects_shapes_it_cannot_build(args: tuple, message: str) -> None:
+    from palopt.errors import InputError
+
+    with pytest.raises(InputError, match=message):
+        Family(*args)
+
+
+def test_family_cluster_has_its_gpus() -> None:
+    for n in (4, 16, 32, 64, 256):
+        for g in (4, 8):
+            if n % g == 0:
+                assert make_instance(Family(n, g, 0.5, "synthetic"), 0).topology.n_gpus == n
 
 
 def test_bench_quick_keeps_the_options_given(tmp_path: Path, capsys) -> None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from palopt.errors import InputError
 from palopt.instance import Instance, Job, penalty_matrix
+from palopt.solvers.base import check_seed
 from palopt.topology import Topology, build_cluster
 from palopt.variability import VariabilityProfile, assign_profile, load_artifact_table
 from palopt.workloads import load_workloads
@@ -26,6 +27,8 @@ from palopt.workloads import load_workloads
 __all__ = [
     "Family",
     "PROFILES",
+    "RACK_GPUS",
+    "check_shape",
     "data_dir",
     "sample_slowdowns",
     "sample_jobs",
@@ -48,14 +51,56 @@ def data_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
+#: GPUs per rack in every family (a cluster this size or smaller is one rack).
+RACK_GPUS = 32
+
+
+def check_shape(
+    n_gpus: int, gpus_per_server: int, fields: tuple[str, str] = ("n_gpus", "gpus_per_server")
+) -> None:
+    """Whether ``n_gpus`` in servers of ``gpus_per_server`` make whole racks of
+    :data:`RACK_GPUS` (or at most one rack of whole servers).
+
+    Parameters
+    ----------
+    n_gpus, gpus_per_server : int
+    fields : tuple of str
+        The names the error messages give the two values.
+
+    Raises
+    ------
+    InputError
+        Naming the value that does not fit.
+    """
+    if gpus_per_server < 1 or RACK_GPUS % gpus_per_server:
+        raise InputError(fields[1], gpus_per_server, f"must divide the rack's {RACK_GPUS} GPUs")
+    if n_gpus < 1 or n_gpus % gpus_per_server:
+        raise InputError(fields[0], n_gpus, f"not a multiple of {gpus_per_server} GPUs per server")
+    if n_gpus > RACK_GPUS and n_gpus % RACK_GPUS:
+        raise InputError(fields[0], n_gpus, f"above one rack, must be whole racks of {RACK_GPUS}")
+
+
 @dataclass(frozen=True)
 class Family:
-    """One benchmark family: a cluster shape, a load and a slowdown profile."""
+    """One benchmark family: a cluster shape, a load and a slowdown profile.
+
+    Raises
+    ------
+    InputError
+        For a shape :func:`check_shape` rejects, a load outside (0, 1] or an unknown profile.
+    """
 
     n_gpus: int
     gpus_per_server: int
     load: float
     profile: str
+
+    def __post_init__(self) -> None:
+        check_shape(self.n_gpus, self.gpus_per_server)
+        if not 0 < self.load <= 1:
+            raise InputError("load", self.load, "must be in (0, 1]")
+        if self.profile not in PROFILES:
+            raise InputError("profile", self.profile, f"must be one of {', '.join(PROFILES)}")
 
     @property
     def name(self) -> str:
@@ -64,9 +109,9 @@ class Family:
 
     @property
     def shape(self) -> tuple[int, int, int]:
-        """(racks, servers per rack, GPUs per server): racks of 32 GPUs."""
+        """(racks, servers per rack, GPUs per server): racks of :data:`RACK_GPUS` GPUs."""
         servers = self.n_gpus // self.gpus_per_server
-        per_rack = max(1, min(servers, 32 // self.gpus_per_server))
+        per_rack = min(servers, RACK_GPUS // self.gpus_per_server)
         return servers // per_rack, per_rack, self.gpus_per_server
 
 
@@ -143,7 +188,8 @@ def sample_jobs(n_gpus: int, load: float, rng: np.random.Generator) -> list[Job]
 
 
 def make_instance(family: Family, seed: int) -> Instance:
-    """The instance of ``family`` for ``seed`` (deterministic)."""
+    """The instance of ``family`` for ``seed`` (deterministic; a non-negative integer)."""
+    check_seed(seed)
     rng = np.random.default_rng(
         [
             family.n_gpus,

@@ -9,7 +9,7 @@ import sys
 from dataclasses import fields
 from pathlib import Path
 
-from palopt.bench.families import PROFILES, Family
+from palopt.bench.families import PROFILES, Family, check_shape
 from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
 from palopt.bench.runner import EXACT, HEURISTICS, Row, SolverSpec, run_bench
 from palopt.errors import InputError
@@ -124,8 +124,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
         raise InputError("--bound-time", args.bound_time, "must be a finite number >= 0")
     for n in sizes:
         for g in per_server:
-            if n % g:
-                raise InputError("--sizes", n, f"not a multiple of {g} GPUs per server")
+            check_shape(n, g, ("--sizes", "--gpus-per-server"))
     solvers = [SolverSpec.parse(s) for s in args.solvers.split(",") if s]
     families = [
         Family(n, g, load, prof)
