@@ -51,8 +51,8 @@ def _floats(text: str, field: str) -> list[float]:
         values = [float(v) for v in text.split(",") if v]
     except ValueError:
         raise InputError(field, text, "expected comma-separated numbers") from None
-    if not values or not all(0 < v <= 1 for v in values):
-        raise InputError(field, text, "loads must be in (0, 1]")
+    if not values:
+        raise InputError(field, text, "expected comma-separated numbers")
     return values
 
 
@@ -112,9 +112,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     per_server = _ints(args.gpus_per_server, "--gpus-per-server")
     loads = _floats(args.loads, "--loads")
     profiles = [p for p in args.profiles.split(",") if p]
-    for prof in profiles:
-        if prof not in PROFILES:
-            raise InputError("--profiles", prof, f"must be among {', '.join(PROFILES)}")
+    if not profiles:
+        raise InputError("--profiles", args.profiles, "expected comma-separated names")
     if args.seeds < 1:
         raise InputError("--seeds", args.seeds, "must be at least 1")
     check_time_limit(args.time_limit, "--time-limit")
