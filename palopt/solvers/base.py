@@ -179,7 +179,7 @@ def solve(
 
 
 def check_seed(seed: Any, field: str = "seed") -> int | None:
-    """``seed`` as an ``int`` (``None`` stays ``None``): every solver's check of its seed.
+    """``seed`` as an ``int`` (``None`` stays ``None``): the one check of a seed.
 
     Parameters
     ----------
@@ -213,7 +213,7 @@ def check_seed(seed: Any, field: str = "seed") -> int | None:
 
 
 def check_time_limit(seconds: Any, field: str = "time_limit") -> float:
-    """``seconds`` as a ``float``: every check of a time limit.
+    """``seconds`` as a ``float``: the one check of a time limit.
 
     Parameters
     ----------
