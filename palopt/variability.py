@@ -375,8 +375,9 @@ def read_measurements(
     Raises
     ------
     InputError
-        Naming the file, and the column or line: a missing column, no rows, an empty id, or a
-        value that is not a positive number (lines count from 1 = the header).
+        Naming the file, and the column or line: a missing column, a column named both as id
+        and as value, no rows, an empty id, or a value that is not a positive number (lines
+        count from 1 = the header).
     OSError
         If the file cannot be read.
     """
@@ -390,6 +391,9 @@ def read_measurements(
         raise InputError(f"{name}: id columns", [], "name at least one id column")
     if not value_columns:
         raise InputError(f"{name}: value columns", [], "name at least one value column")
+    both = sorted(set(id_columns) & set(value_columns))
+    if both:
+        raise InputError(f"{name}: value columns", both, "also named as id columns")
     if len(classes) != len(value_columns):
         raise InputError(
             f"{name}: classes",

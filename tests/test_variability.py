@@ -298,6 +298,7 @@ def test_cli_assign(tmp_path: Path, longhorn: VariabilityProfile, capsys) -> Non
         ("gpu,perf\na,1.0\nb,-2\n", ["--id", "gpu", "--value", "perf"], "line 3, column perf"),
         ("gpu,perf\na,1.0\n,2\n", ["--id", "gpu", "--value", "perf"], "line 3, column gpu"),
         ("gpu,perf\na,1.0\n", ["--id", "gpu", "--value", "perf", "--class", "A,B"], "one class"),
+        ("gpu,perf\n1,1.0\n", ["--id", "gpu", "--value", "gpu"], "['gpu']: also named as id"),
     ],
 )
 def test_cli_import_bad_files(
