@@ -1,4 +1,4 @@
-"""Exceptions raised by palopt.
+"""Exceptions raised by palopt, and the checks of a seed and a time limit shared by its parts.
 
 Every error caused by bad input names the offending field and value so that a user can fix the
 input without reading a traceback; the CLI prints the message on one line and exits with code 2.
@@ -6,6 +6,8 @@ input without reading a traceback; the CLI prints the message on one line and ex
 
 from __future__ import annotations
 
+import math
+from numbers import Integral, Real
 from typing import Any
 
 
@@ -54,3 +56,69 @@ class UnknownSolverError(PaloptError, KeyError):
 
 class InfeasiblePlacementError(PaloptError):
     """A placement that breaks the feasibility rules (see :func:`palopt.cost.assert_feasible`)."""
+
+
+def check_seed(seed: Any, field: str = "seed") -> int | None:
+    """``seed`` as an ``int`` (``None`` stays ``None``): the one check of a seed.
+
+    Parameters
+    ----------
+    seed : int or None
+    field : str, default "seed"
+        The name the error message gives the value.
+
+    Returns
+    -------
+    int or None
+
+    Raises
+    ------
+    InputError
+        Unless ``seed`` is ``None`` or a non-negative integer.
+
+    Examples
+    --------
+    >>> check_seed(7)
+    7
+    >>> check_seed(-1)
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: seed = -1: must be a non-negative integer
+    """
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
+        raise InputError(field, seed, "must be a non-negative integer")
+    return int(seed)
+
+
+def check_time_limit(seconds: Any, field: str = "time_limit") -> float:
+    """``seconds`` as a ``float``: the one check of a time limit.
+
+    Parameters
+    ----------
+    seconds : float
+    field : str, default "time_limit"
+        The name the error message gives the value.
+
+    Returns
+    -------
+    float
+
+    Raises
+    ------
+    InputError
+        Unless ``seconds`` is a positive, finite number.
+
+    Examples
+    --------
+    >>> check_time_limit(2)
+    2.0
+    """
+    if (
+        isinstance(seconds, bool)
+        or not isinstance(seconds, Real)
+        or not 0 < float(seconds) < math.inf
+    ):
+        raise InputError(field, seconds, "must be a positive, finite number of seconds")
+    return float(seconds)

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from palopt.binning import bin_values
-from palopt.errors import InputError
+from palopt.errors import InputError, check_seed
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.io import read_json
 from palopt.topology import Topology
@@ -567,7 +567,7 @@ def assign_profile(
     ------
     InputError
         For an unknown rule, too few eligible GPUs or servers, keys without a server part
-        (``by="server"``), or ``"sample"`` without a seed.
+        (``by="server"``), ``"sample"`` without a seed, or a negative seed.
 
     Examples
     --------
@@ -589,7 +589,7 @@ def assign_profile(
         np.flatnonzero(profile.complete()) if missing == "drop" else np.arange(profile.n_gpus)
     )
     hint = " (try missing='median' or 'sample')" if missing == "drop" else ""
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     n = topology.n_gpus
     if by == "gpu":
         if (len(eligible) < n and not replace) or not len(eligible):

@@ -141,6 +141,8 @@ def test_assign_is_deterministic_per_seed(longhorn: VariabilityProfile) -> None:
     c = assign_profile(longhorn, topo, seed=4, missing="sample")
     assert a.origin == b.origin and np.array_equal(a.values, b.values)
     assert a.origin != c.origin
+    with pytest.raises(InputError, match="seed = -1: must be a non-negative integer"):
+        assign_profile(longhorn, topo, seed=-1, missing="sample")
 
 
 def test_assign_in_order_without_seed(artifact_dir: Path) -> None:

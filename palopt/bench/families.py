@@ -17,9 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_seed
 from palopt.instance import Instance, Job, penalty_matrix
-from palopt.solvers.base import check_seed
 from palopt.topology import Topology, build_cluster
 from palopt.variability import VariabilityProfile, assign_profile, load_artifact_table
 from palopt.workloads import load_workloads

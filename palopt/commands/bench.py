@@ -12,8 +12,7 @@ from pathlib import Path
 from palopt.bench.families import PROFILES, Family, check_shape
 from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
 from palopt.bench.runner import EXACT, HEURISTICS, Row, SolverSpec, run_bench
-from palopt.errors import InputError
-from palopt.solvers.base import check_time_limit
+from palopt.errors import InputError, check_time_limit
 
 #: Defaults of the full run, and of ``--quick``; an option given on the command line wins over both.
 FULL = {

@@ -33,14 +33,14 @@ from typing import Any
 import numpy as np
 
 from palopt.cost import assert_feasible, job_cost
-from palopt.errors import InputError, PaloptError
+from palopt.errors import InputError, PaloptError, check_seed, check_time_limit
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.result import PlacementResult
 from palopt.sim.policies import SchedulingPolicy, get_policy
 from palopt.sim.profile import ClusterProfile
 from palopt.sim.trace import TraceJob, extra_jobs
 from palopt.solvers import get_solver
-from palopt.solvers.base import Solver, check_seed, check_time_limit
+from palopt.solvers.base import Solver
 from palopt.topology import Topology
 
 __all__ = [

@@ -6,13 +6,12 @@ import importlib
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from numbers import Integral, Real
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
 from palopt.cost import job_placements
-from palopt.errors import InputError, UnknownSolverError
+from palopt.errors import UnknownSolverError
 from palopt.instance import Instance
 from palopt.result import PlacementResult, Status
 
@@ -24,8 +23,6 @@ __all__ = [
     "list_solvers",
     "solve",
     "build_result",
-    "check_seed",
-    "check_time_limit",
 ]
 
 
@@ -176,72 +173,6 @@ def solve(
     2
     """
     return get_solver(solver, **config).solve(instance, time_limit=time_limit, seed=seed)
-
-
-def check_seed(seed: Any, field: str = "seed") -> int | None:
-    """``seed`` as an ``int`` (``None`` stays ``None``): the one check of a seed.
-
-    Parameters
-    ----------
-    seed : int or None
-    field : str, default "seed"
-        The name the error message gives the value.
-
-    Returns
-    -------
-    int or None
-
-    Raises
-    ------
-    InputError
-        Unless ``seed`` is ``None`` or a non-negative integer.
-
-    Examples
-    --------
-    >>> check_seed(7)
-    7
-    >>> check_seed(-1)
-    Traceback (most recent call last):
-    ...
-    palopt.errors.InputError: seed = -1: must be a non-negative integer
-    """
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, Integral) or seed < 0:
-        raise InputError(field, seed, "must be a non-negative integer")
-    return int(seed)
-
-
-def check_time_limit(seconds: Any, field: str = "time_limit") -> float:
-    """``seconds`` as a ``float``: the one check of a time limit.
-
-    Parameters
-    ----------
-    seconds : float
-    field : str, default "time_limit"
-        The name the error message gives the value.
-
-    Returns
-    -------
-    float
-
-    Raises
-    ------
-    InputError
-        Unless ``seconds`` is a positive, finite number.
-
-    Examples
-    --------
-    >>> check_time_limit(2)
-    2.0
-    """
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, Real)
-        or not 0 < float(seconds) < np.inf
-    ):
-        raise InputError(field, seconds, "must be a positive, finite number of seconds")
-    return float(seconds)
 
 
 def build_result(

@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_seed
 from palopt.instance import Instance
 from palopt.result import PlacementResult
-from palopt.solvers.base import build_result, check_seed, register
+from palopt.solvers.base import build_result, register
 from palopt.solvers.local import polish
 from palopt.solvers.round import MODES, Round, dense_groups, make_round, round_cost
 from palopt.solvers.transport import transport

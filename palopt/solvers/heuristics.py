@@ -41,10 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_seed
 from palopt.instance import Instance, Job
 from palopt.result import PlacementResult
-from palopt.solvers.base import build_result, check_seed, register
+from palopt.solvers.base import build_result, register
 from palopt.solvers.pool import FreePool
 from palopt.solvers.round import admitted_prefix
 

@@ -39,10 +39,10 @@ from typing import Any
 import numpy as np
 
 from palopt.cost import check_feasible
-from palopt.errors import InputError
+from palopt.errors import InputError, check_seed, check_time_limit
 from palopt.instance import Instance
 from palopt.result import PlacementResult, Status
-from palopt.solvers.base import build_result, check_seed, check_time_limit
+from palopt.solvers.base import build_result
 from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.model import SparseModel, build_model
 from palopt.solvers.exact.refine import reoptimise_regions
