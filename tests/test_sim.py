@@ -390,3 +390,16 @@ def test_exact_and_greedy_solvers_run_in_the_loop(solver):
     assert finish(res, "j1") == 1000.0
     assert finish(res, "j2") == 800.0
     assert summary(res)["jobs"] == 3
+
+
+def test_seeded_inputs_reject_a_negative_seed() -> None:
+    from palopt.sim.trace import SYNERGY_GPU_COUNTS
+
+    with pytest.raises(InputError, match="seed = -1"):
+        correlated_profile(8, ("A",), 0.05, 0.5, seed=-1)
+    with pytest.raises(InputError, match="seed = -1"):
+        synthetic_trace(3, 10.0, -1, *SYNERGY_GPU_COUNTS)
+    profile = correlated_profile(8, ("A",), 0.05, 0.5, seed=0)
+    assert isinstance(profile, ClusterProfile)
+    with pytest.raises(InputError, match="seed = -1"):
+        profile.tiled(16, 4, seed=-1)

@@ -49,7 +49,7 @@ def _floats(text: str, field: str) -> list[float]:
     try:
         values = [float(v) for v in text.split(",") if v]
     except ValueError:
-        raise InputError(field, text, "expected comma-separated numbers") from None
+        values = []
     if not values:
         raise InputError(field, text, "expected comma-separated numbers")
     return values

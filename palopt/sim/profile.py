@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from palopt import variability
-from palopt.errors import InputError
+from palopt.errors import InputError, check_seed
 from palopt.instance import require_positive
 from palopt.topology import Topology
 
@@ -53,7 +53,7 @@ class ClusterProfile:
             raise InputError(
                 "profile", (n, n_gpus), f"GPU counts must be multiples of {gpus_per_server}"
             )
-        rng = np.random.default_rng(seed)
+        rng = np.random.default_rng(check_seed(seed))
         servers = rng.integers(0, n // gpus_per_server, n_gpus // gpus_per_server)
         idx = (servers[:, None] * gpus_per_server + np.arange(gpus_per_server)).ravel()
         return ClusterProfile(self.classes, self.rank[:, idx], self.charge[:, idx])
@@ -128,7 +128,7 @@ def correlated_profile(
     sig = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (len(classes),))
     if (sig < 0).any():
         raise InputError("sigma", sigma, "must be non-negative")
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     z = rng.standard_normal(n_gpus)
     e = rng.standard_normal((len(classes), n_gpus))
     values = np.exp(sig[:, None] * (rho * z + np.sqrt(1.0 - rho * rho) * e))

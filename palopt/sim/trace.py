@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_seed
 from palopt.workloads import Workloads, load_workloads
 
 __all__ = [
@@ -208,7 +208,7 @@ def synthetic_trace(
         raise InputError(
             "synthetic_trace", (n_jobs, load_per_hour), "need at least one job and a positive load"
         )
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(check_seed(seed))
     gaps = rng.exponential(3600.0 / load_per_hour, n_jobs)
     submit = np.cumsum(gaps) - gaps[0]
     n = rng.choice(sizes, size=n_jobs, p=probs)
