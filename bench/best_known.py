@@ -22,8 +22,9 @@ import time
 
 import numpy as np
 
-from palopt import Instance, build_cluster, get_solver, solve
+from palopt import Instance, build_cluster, solve
 from palopt.bench.families import RACK_GPUS, Family, make_instance
+from palopt.bench.runner import SolverSpec
 from palopt.cost import assert_feasible, evaluate
 from palopt.errors import PaloptError
 from palopt.solvers.exact.colgen import lagrangian_bound
@@ -65,9 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     if size < 1 or family.n_gpus % size or (racks > 1 and size % RACK_GPUS):
         raise SystemExit(f"--block-gpus {args.block_gpus}: not whole racks that split the round")
     blocks = family.n_gpus // size
-    name, _, backend = args.solver.partition(":")
-    options = {"backend": backend} if backend else {}
-    get_solver(name, **options)  # an unknown name or option fails here, not after the bound
+    spec = SolverSpec.parse(args.solver)  # an unknown name or back end fails here, not later
     inst = make_instance(family, args.seed)
     rnd = make_round(inst)
     started = time.perf_counter()
@@ -90,7 +89,9 @@ def main(argv: list[str] | None = None) -> int:
             inst.penalty,
             tuple(inst.queue[p] for p in sorted(members)),
         )
-        result = solve(sub, name, time_limit=args.block_time, seed=args.seed, **options)
+        result = solve(
+            sub, spec.name, time_limit=args.block_time, seed=args.seed, **dict(spec.options)
+        )
         if result.n_placed != len(members):
             raise SystemExit(f"block {b}: {result.n_placed} of {len(members)} jobs placed")
         assignment.update(
