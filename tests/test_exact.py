@@ -22,6 +22,7 @@ from palopt.solvers.exact.pricing import Cut, Pricer
 from palopt.solvers.exact.runner import WORK_RATES, BackendAnswer, Budget
 from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.round import make_round, round_cost, select_positions
+from palopt.solvers.transport import new_highs
 
 EXACT = [
     ("cpsat", {}),
@@ -269,17 +270,44 @@ def test_scaling_keeps_the_optimal_placement_on_close_costs() -> None:
     assert coarse.objective >= optimum
 
 
-def test_highs_never_gets_a_start() -> None:
+@pytest.mark.parametrize("warm_start", [True, False])
+def test_highs_is_started_only_without_presolve(
+    monkeypatch: pytest.MonkeyPatch, warm_start: bool
+) -> None:
     # Regression guard: HiGHS 1.16 with a start and presolve on reported "optimal" below the
-    # true optimum; the highs back end must never be started.
-    solver = get_solver("milp", backend="highs", warm_start=True)
-    assert solver.warm_start is False
+    # true optimum; a started HiGHS model is solved with presolve off.
+    import palopt.solvers.exact.milp as milp
+
+    made = []
+
+    def recording() -> object:
+        made.append(new_highs())
+        return made[-1]
+
+    monkeypatch.setattr(milp, "new_highs", recording)
     inst = _sample(64, 1.0, 1)
-    r = solver.solve(inst, time_limit=5)
+    r = solve(inst, "milp", backend="highs", warm_start=warm_start, time_limit=5)
     ref = solve(inst, "cpsat", time_limit=5)
-    assert r.settings["warm_start"] is False
+    assert r.settings["warm_start"] is warm_start
+    presolve = {h.getOptionValue("presolve")[1] for h in made}
+    assert presolve == ({"off"} if warm_start else {"choose"})
     assert r.bound <= ref.objective + 1e-6
     assert ref.bound <= r.objective + 1e-6
+
+
+def test_highs_keeps_its_start() -> None:
+    # Given the greedy placement as a start, HiGHS returns a placement no dearer, however short
+    # its time.
+    inst = _sample(64, 1.0, 2)
+    rnd = make_round(inst)
+    best = greedy_assignment(rnd)
+    model = build_model(rnd, 1e6, 1.01 * round_cost(inst, best), None)
+    start = model.start(best, rnd)
+    solver = get_solver("milp", backend="highs")
+    started = solver.run(model.sparse, start, 0.1, 0)
+    assert started.solution is not None
+    assert model.sparse.satisfied(started.solution)
+    assert model.sparse.objective @ started.solution <= model.sparse.objective @ start
 
 
 @pytest.mark.parametrize("backend", ["highs", "cbc"])

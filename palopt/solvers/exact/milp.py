@@ -7,10 +7,10 @@ the time limit, so models of more than :data:`CBC_MAX_NONZEROS` nonzeros are not
 (the answer is ``no solution``; the flow keeps its best placement): use ``cpsat`` or
 ``backend="highs"`` for large rounds.
 
-``backend="highs"`` passes the sparse model to HiGHS directly and never gives it a start:
-HiGHS 1.16 with a starting solution and presolve on has been seen to report "optimal" at a value
-below the true optimum (a regression test keeps this guarded). Neither its presolve nor its
-feasibility-jump heuristic stops at the time limit, so models of more than
+``backend="highs"`` passes the sparse model to HiGHS directly. A started model is solved with
+presolve off: HiGHS 1.16 with a starting solution and presolve on has been seen to report
+"optimal" at a value below the true optimum (a regression test keeps this guarded). Neither its
+presolve nor its feasibility-jump heuristic stops at the time limit, so models of more than
 :data:`HIGHS_LARGE_NONZEROS` nonzeros are solved without both.
 """
 
@@ -50,8 +50,8 @@ CBC_MAX_NONZEROS = 50_000
 #: under limits of 0.9-2.0 s, and feasibility jump 2.9 s under 1.5 s (with presolve off), each
 #: for no solution; with both off, a 2 s compact solve of such a round takes 2.05 s (3.7 s with
 #: them), building the model included. The region models of the exact flow (at most 26,000
-#: nonzeros) and the 64-GPU compact models (8,000) keep both: feasibility jump finds their first
-#: solutions in milliseconds, and without presolve the region models of
+#: nonzeros) and the 64-GPU compact models (8,000) keep feasibility jump, and presolve when
+#: they are not started: without a start or presolve, the region models of
 #: ``256g-8ps-100%-synthetic`` seed 1 ended 0.8% dearer.
 HIGHS_LARGE_NONZEROS = 100_000
 
@@ -63,9 +63,9 @@ class MilpSolver(ExactSolver):
     ----------
     backend : {"cbc", "highs"}, default "cbc"
     **options
-        As :class:`~palopt.solvers.exact.runner.ExactSolver`; ``warm_start`` is ignored for
-        HiGHS (never started, see the module documentation); ``deterministic=True`` is
-        refused (only CP-SAT has a deterministic time limit).
+        As :class:`~palopt.solvers.exact.runner.ExactSolver` (HiGHS solves a started model
+        without presolve, see the module documentation); ``deterministic=True`` is refused
+        (only CP-SAT has a deterministic time limit).
 
     Examples
     --------
@@ -94,7 +94,6 @@ class MilpSolver(ExactSolver):
                 "their root node); use the cpsat solver",
             )
         self.backend = backend
-        self.accepts_start = backend == "cbc"
         super().__init__(**options)
 
     def settings(self) -> dict[str, Any]:
@@ -108,7 +107,7 @@ class MilpSolver(ExactSolver):
         model included (the back end gets what is left)."""
         deadline = time.perf_counter() + time_limit
         if self.backend == "highs":
-            return self._highs(sp, deadline, seed)
+            return self._highs(sp, start, deadline, seed)
         return self._cbc(sp, start, deadline, seed)
 
     def _cbc(
@@ -177,7 +176,9 @@ class MilpSolver(ExactSolver):
             return BackendAnswer(Status.INFEASIBLE, None, None)
         return BackendAnswer(Status.NO_SOLUTION, None, None)
 
-    def _highs(self, sp: SparseModel, deadline: float, seed: int) -> BackendAnswer:
+    def _highs(
+        self, sp: SparseModel, start: np.ndarray | None, deadline: float, seed: int
+    ) -> BackendAnswer:
         import highspy
 
         n = sp.n_vars
@@ -199,10 +200,16 @@ class MilpSolver(ExactSolver):
         lp.a_matrix_.index_ = np.concatenate([r[0] for r in sp.rows]).astype(np.int32)
         lp.a_matrix_.value_ = np.concatenate([r[1] for r in sp.rows]).astype(np.float64)
         lp.integrality_ = [highspy.HighsVarType.kInteger] * n
-        if sp.n_nonzeros > HIGHS_LARGE_NONZEROS:
+        if start is not None or sp.n_nonzeros > HIGHS_LARGE_NONZEROS:
             h.setOptionValue("presolve", "off")
+        if sp.n_nonzeros > HIGHS_LARGE_NONZEROS:
             h.setOptionValue("mip_heuristic_run_feasibility_jump", False)
         h.passModel(lp)
+        if start is not None:
+            given = highspy.HighsSolution()
+            given.col_value = np.asarray(start, dtype=np.float64)
+            given.value_valid = True
+            h.setSolution(given)
         h.setOptionValue("time_limit", seconds_left(deadline))
         h.run()
         code = h.getModelStatus()

@@ -173,7 +173,7 @@ class ExactSolver:
     scale : float, default 1e6
         Cost scaling to integers (costs are rounded down after scaling).
     warm_start : bool, default True
-        Give the best placement so far to the back end as a start (when it accepts one).
+        Give the best placement so far to the back end as a start.
     formulation : {"columns", "compact"}, default "columns"
         Column generation first (needs ``highspy``; falls back to compact without it), or the
         compact pattern model alone.
@@ -189,7 +189,6 @@ class ExactSolver:
     """
 
     name = "exact"
-    accepts_start = True
     #: The options :meth:`from_config` accepts (the constructor's keyword arguments).
     OPTIONS: tuple[str, ...] = (
         "mode",
@@ -247,7 +246,7 @@ class ExactSolver:
         self.time_limit = float(time_limit)
         self.workers = workers
         self.scale = float(scale)
-        self.warm_start = bool(warm_start) and self.accepts_start
+        self.warm_start = bool(warm_start)
         if not (isinstance(gap, (int, float)) and 0 <= gap < 1):
             raise InputError(f"{self.name}.gap", gap, "must be a number in [0, 1)")
         self.formulation = formulation
