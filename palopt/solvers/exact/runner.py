@@ -11,10 +11,9 @@
    improved by large-neighbourhood search (:mod:`palopt.solvers.exact.search`, 10% of the
    limit), then by solving regions of the cluster exactly with the back end
    (:mod:`palopt.solvers.exact.refine`: until regions would cover the whole round, or for the
-   rest of the time). Every step's
-   placement is polished by local search (:func:`palopt.solvers.local.polish`, milliseconds at
-   256 GPUs) and kept if cheaper. Each step stops early once the cost meets the bound, which
-   proves it optimal.
+   rest of the time). Every step's placement is polished by local search
+   (:func:`palopt.solvers.local.polish`, milliseconds at 256 GPUs) and kept if cheaper. Each
+   step stops early once the cost meets the bound, which proves it optimal.
 4. Otherwise, after a converged column generation with a tenth of the limit left (and always with
    ``formulation="compact"``), the back end solves the exact pattern model of
    :mod:`palopt.solvers.exact.model` for the whole round, shrunk by the upper bound and by
