@@ -200,9 +200,10 @@ class MilpSolver(ExactSolver):
         lp.a_matrix_.index_ = np.concatenate([r[0] for r in sp.rows]).astype(np.int32)
         lp.a_matrix_.value_ = np.concatenate([r[1] for r in sp.rows]).astype(np.float64)
         lp.integrality_ = [highspy.HighsVarType.kInteger] * n
-        if start is not None or sp.n_nonzeros > HIGHS_LARGE_NONZEROS:
+        large = sp.n_nonzeros > HIGHS_LARGE_NONZEROS
+        if start is not None or large:
             h.setOptionValue("presolve", "off")
-        if sp.n_nonzeros > HIGHS_LARGE_NONZEROS:
+        if large:
             h.setOptionValue("mip_heuristic_run_feasibility_jump", False)
         h.passModel(lp)
         if start is not None:
