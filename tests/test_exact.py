@@ -19,7 +19,7 @@ from palopt.solvers.exact.colgen import column_generation, lagrangian_bound
 from palopt.solvers.exact.cpsat import CpSatSolver
 from palopt.solvers.exact.model import build_model
 from palopt.solvers.exact.pricing import Cut, Pricer
-from palopt.solvers.exact.runner import WORK_RATES, BackendAnswer, Budget
+from palopt.solvers.exact.runner import GIVE_UP, WORK_RATES, BackendAnswer, Budget
 from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.round import make_round, round_cost, select_positions
 from palopt.solvers.transport import new_highs
@@ -409,7 +409,8 @@ def test_a_cbc_failure_is_no_answer_not_an_error(monkeypatch, caplog) -> None:
 @pytest.mark.parametrize("workers", [1, 2])
 def test_deterministic_mode_repeats_a_time_limited_solve(workers: int) -> None:
     # A full 256-GPU round is far from solved in one second: every step runs out of its share,
-    # which the deterministic mode counts in work, not seconds.
+    # which the deterministic mode counts in work, not seconds. Column generation gives up at
+    # 40% of its count, its bound still below zero, and the subgradient takes the rest.
     inst = _sample(256, 1.0, 1)
     runs = [
         solve(inst, "cpsat", time_limit=1.0, seed=3, workers=workers, deterministic=True)
@@ -419,7 +420,9 @@ def test_deterministic_mode_repeats_a_time_limited_solve(workers: int) -> None:
     assert a.status == Status.FEASIBLE
     assert a.assignment() == b.assignment()
     assert (a.objective, a.bound) == (b.objective, b.bound)
-    assert a.settings["cg_iterations"] == b.settings["cg_iterations"] == WORK_RATES["cg"] * 0.5
+    gave_up = WORK_RATES["cg"] * 0.5 * GIVE_UP[0]
+    assert a.settings["cg_iterations"] == b.settings["cg_iterations"] == gave_up
+    assert a.settings["lagrangian_steps"] == b.settings["lagrangian_steps"]
     for r in runs:
         assert_feasible(inst, r.assignment())
 
@@ -433,6 +436,7 @@ def test_budget_counts_work_and_gives_back_what_a_step_left() -> None:
     assert budget.left() == pytest.approx(9.0)
     budget.settle(budget.take(2.0), "search", 10**9)  # more work than the share: nothing back
     assert budget.left() == pytest.approx(7.0)
+    assert budget.take(-1.0) == 0.0 and budget.left() == pytest.approx(7.0)
     assert budget.wall(share) == np.inf
     clock = Budget(10.0, deterministic=False)
     clock.settle(clock.take(5.0), "cg", 0)  # by the wall clock only time counts
@@ -555,6 +559,17 @@ def test_column_weights_belong_to_their_columns() -> None:
         assert abs(w.sum() - 1.0) < 1e-6
         lp_multi += float(w @ np.array([c for _, c in cols]))
     assert lp_multi <= cg.lp_value + 1e-6
+
+
+def test_column_generation_gives_up_only_far_from_its_lp_value() -> None:
+    rnd = make_round(_sample(256, 1.0, 1))
+    start = greedy_assignment(rnd)
+    whole = column_generation(rnd, start, time_limit=1e9, max_iterations=30, give_up=(0.2, 1e9))
+    early = column_generation(rnd, start, time_limit=1e9, max_iterations=30, give_up=(0.2, 0.0))
+    assert whole.iterations == 30 and not whole.converged
+    assert early.iterations == 6 and early.bound < early.lp_value
+    # the same path up to the point where it gave up
+    assert early.bound <= whole.bound <= whole.lp_value
 
 
 def test_region_reoptimisation_improves_a_poor_placement() -> None:

@@ -237,6 +237,7 @@ class Master:
         smoothing: float = 0.8,
         purge_at: float = 4.0,
         max_cuts: int = 200,
+        give_up: tuple[float, float] | None = None,
     ) -> tuple[float, float, bool, int]:
         """Column generation from the master as it stands (see :func:`column_generation`).
 
@@ -249,6 +250,13 @@ class Master:
         n_jobs, n_free = len(self.multi), len(self.free)
         bound, lp_value, converged, it = -np.inf, 0.0, False, 0
         p_best: np.ndarray | None = None
+
+        def reached(share: float) -> bool:
+            """Whether ``share`` of the iterations or of the time limit is used."""
+            return (max_iterations is not None and it >= share * max_iterations) or (
+                time.perf_counter() - started > share * time_limit
+            )
+
         while True:
             h.run()
             lp_value = float(h.getInfo().objective_function_value)
@@ -259,8 +267,10 @@ class Master:
             self.pricer.set_cut_prices(self.cuts, self.sigma)
             cut_charge = float(self.sigma @ np.array([c.rhs for c in self.cuts], dtype=np.float64))
             it += 1
-            last = (max_iterations is not None and it >= max_iterations) or (
-                time.perf_counter() - started > time_limit
+            last = reached(1.0) or (
+                give_up is not None
+                and reached(give_up[0])
+                and bound < lp_value - give_up[1] * abs(lp_value)
             )
             # Price at smoothed prices (Wentges), then at the LP's if that finds nothing.
             new: list[tuple[int, Column]] = []
@@ -367,6 +377,7 @@ def column_generation(
     seed_columns: dict[int, list[tuple[np.ndarray, float]]] | None = None,
     purge_at: float = 4.0,
     max_cuts: int = 200,
+    give_up: tuple[float, float] | None = None,
 ) -> ColumnGeneration:
     """Solve the configuration LP of ``rnd``'s open jobs by column generation (HiGHS).
 
@@ -393,6 +404,10 @@ def column_generation(
         Packing cuts (:class:`~palopt.solvers.exact.pricing.Cut`) added at most; each time the
         LP converges, the violated ones join it and column generation goes on (0: the plain
         configuration LP).
+    give_up : (float, float), optional
+        ``(share, gap)``: stop once ``share`` of the time limit (or of ``max_iterations``) is
+        used if the Lagrangian bound is then more than ``gap`` (relative) under the LP value,
+        a sign that the LP is far from converging in the time (large rounds at full load).
 
     Returns
     -------
@@ -400,7 +415,7 @@ def column_generation(
     """
     master = Master(rnd, start, seed_columns)
     bound, lp_value, converged, it = master.solve(
-        time_limit, max_iterations, tolerance, smoothing, purge_at, max_cuts
+        time_limit, max_iterations, tolerance, smoothing, purge_at, max_cuts, give_up
     )
     n_free = len(master.free)
     single_rc = (

@@ -6,10 +6,12 @@
 3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
    configuration-LP bound and a pool of good GPU sets (up to half the limit). If it stops far
    from the LP value (large rounds at full load), the subgradient Lagrangian bound of
-   :func:`~palopt.solvers.exact.colgen.lagrangian_bound` gets a quarter of the limit (see
-   :data:`LAGRANGIAN_GAP`). A placement is read off the LP (rounding), the best so far is
-   improved by large-neighbourhood search (:mod:`palopt.solvers.exact.search`, 10% of the
-   limit), then by solving regions of the cluster exactly with the back end
+   :func:`~palopt.solvers.exact.colgen.lagrangian_bound` runs until a quarter of the limit is
+   left (see :data:`LAGRANGIAN_GAP`); column generation gives up early when its bound shows it
+   far from converging (:data:`GIVE_UP`, rounds of thousands of GPUs at full load). A placement
+   is read off the LP (rounding), the best so far is improved by large-neighbourhood search
+   (:mod:`palopt.solvers.exact.search`, 10% of the limit), then by solving regions of the
+   cluster exactly with the back end
    (:mod:`palopt.solvers.exact.refine`: until regions would cover the whole round, or for the
    rest of the time). Every step's placement is polished by local search
    (:func:`palopt.solvers.local.polish`, milliseconds at 256 GPUs) and kept if cheaper. Each
@@ -87,15 +89,26 @@ class BackendAnswer:
 WORK_RATES = {"cg": 100.0, "search": 3000.0, "regions": 3.0, "lagrangian": 135.0}
 
 #: When column generation stops with its bound more than ``LAGRANGIAN_GAP`` (relative) under its
-#: LP value, the subgradient bound of :func:`~palopt.solvers.exact.colgen.lagrangian_bound` gets
-#: ``LAGRANGIAN_SHARE`` of the limit. Measured after 5 s of column generation on full-load
-#: synthetic rounds: at 256 GPUs the bound is within 0.02% of the LP value whether converged or
-#: not, and 2 s of subgradient do not raise it; at 512 GPUs it lies 2.6-5.4% under the LP value
-#: and 2 s of subgradient raise it 1.6-4.1%; at 1,024 GPUs 13% under, +11%; at 4,096 GPUs (29
-#: iterations) it is negative.
+#: LP value, the subgradient bound of :func:`~palopt.solvers.exact.colgen.lagrangian_bound` runs
+#: until ``LAGRANGIAN_REST`` of the limit is left (a quarter of the limit after column
+#: generation's full half). Measured after 5 s of column generation on full-load synthetic
+#: rounds: at 256 GPUs the bound is within 0.02% of the LP value whether converged or not, and 2 s
+#: of subgradient do not raise it; at 512 GPUs it lies 2.6-5.4% under the LP value and 2 s of
+#: subgradient raise it 1.6-4.1%; at 1,024 GPUs 13% under, +11%; at 4,096 GPUs (29 iterations)
+#: it is negative.
 LAGRANGIAN_GAP = 0.01
-LAGRANGIAN_SHARE = 0.25
+LAGRANGIAN_REST = 0.25
 
+#: Column generation gives up once ``GIVE_UP[0]`` of its share is used if its bound is then more
+#: than ``GIVE_UP[1]`` (relative) under its LP value, that is, still below zero: the subgradient
+#: then has the rest of that share too. Measured after 2 s (40% of the share of a 10 s limit) on
+#: full-load rounds, the bound lies 0-0.17% under the LP value at 256 GPUs (12 rounds), 0.1-9.5%
+#: at 512 GPUs (12), 4.5-68% at 1,024 GPUs (12) and 227-2,041% at 4,096 GPUs (4); at half load
+#: 0.09-9.6% at 4,096 GPUs. The subgradient bound needs its time at 4,096 GPUs only (full-load
+#: synthetic seed 0: 686.13 after 2.5 s, 687.28 after 5 s; at 1,024 GPUs it is within 0.01% of
+#: its 5 s value after 2.5 s); a lower threshold, 5%, also fired at 512 GPUs, where it raised no
+#: bound and gave placements up to 0.21% dearer.
+GIVE_UP = (0.4, 1.0)
 
 #: The back ends take 31-bit seeds (CBC is given ``seed + 1``): a solve's seed is used modulo this.
 BACKEND_SEEDS = 2**31 - 1
@@ -135,8 +148,8 @@ class Budget:
         return max(self.limit - used, 0.0)
 
     def take(self, seconds: float) -> float:
-        """A share of at most ``seconds``."""
-        share = min(seconds, self.left())
+        """A share of at most ``seconds`` (none if ``seconds`` is negative)."""
+        share = max(min(seconds, self.left()), 0.0)
         if self.deterministic:
             self.spent += share
         return share
@@ -344,7 +357,11 @@ class ExactSolver:
 
             share = budget.take(0.5 * limit)
             cg = column_generation(
-                rnd, best, budget.wall(share), max_iterations=budget.count(share, "cg")
+                rnd,
+                best,
+                budget.wall(share),
+                max_iterations=budget.count(share, "cg"),
+                give_up=GIVE_UP,
             )
             budget.settle(share, "cg", cg.iterations)
             bound = max(bound, cg.bound)
@@ -355,7 +372,7 @@ class ExactSolver:
                 cg_cuts=len(cg.cuts),
             )
             if cg.bound < cg.lp_value - LAGRANGIAN_GAP * abs(cg.lp_value):
-                share = budget.take(LAGRANGIAN_SHARE * limit)
+                share = budget.take(budget.left() - LAGRANGIAN_REST * limit)
                 lagrangian, work = lagrangian_bound(
                     rnd, ub, budget.wall(share), iterations=budget.count(share, "lagrangian")
                 )
