@@ -19,7 +19,13 @@ from palopt.solvers.exact.colgen import column_generation, lagrangian_bound
 from palopt.solvers.exact.cpsat import CpSatSolver
 from palopt.solvers.exact.model import build_model
 from palopt.solvers.exact.pricing import Cut, Pricer
-from palopt.solvers.exact.runner import GIVE_UP, WORK_RATES, BackendAnswer, Budget
+from palopt.solvers.exact.runner import (
+    GIVE_UP,
+    REFERENCE_GPUS,
+    WORK_RATES,
+    BackendAnswer,
+    Budget,
+)
 from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.round import make_round, round_cost, select_positions
 from palopt.solvers.transport import new_highs
@@ -438,6 +444,16 @@ def test_budget_counts_work_and_gives_back_what_a_step_left() -> None:
     assert budget.left() == pytest.approx(7.0)
     assert budget.take(-1.0) == 0.0 and budget.left() == pytest.approx(7.0)
     assert budget.wall(share) == np.inf
+    # On more GPUs than the rates were measured at, column-generation iterations and search
+    # steps count for more; region sub-models and subgradient steps do not.
+    large = Budget(10.0, deterministic=True, gpus=4 * REFERENCE_GPUS)
+    assert large.count(5.0, "cg") == WORK_RATES["cg"] * 5 / 4
+    assert large.count(1.0, "search") == WORK_RATES["search"] / 4
+    assert large.count(1.0, "regions") == WORK_RATES["regions"]
+    assert Budget(10.0, True, gpus=16).count(5.0, "cg") == WORK_RATES["cg"] * 5
+    share = large.take(5.0)
+    large.settle(share, "cg", int(WORK_RATES["cg"] / 4))  # one second's work on that round
+    assert large.left() == pytest.approx(9.0)
     clock = Budget(10.0, deterministic=False)
     clock.settle(clock.take(5.0), "cg", 0)  # by the wall clock only time counts
     assert clock.count(5.0, "cg") is None and clock.left() > 9.0

@@ -4,8 +4,8 @@
 2. Place them with the cost-aware greedy (local search included): the first upper bound, warm
    start and fallback.
 3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
-   configuration-LP bound and a pool of good GPU sets (up to half the limit). If it stops far
-   from the LP value (large rounds at full load), the subgradient Lagrangian bound of
+   configuration-LP bound and a pool of good GPU sets (up to half the limit). If it stops short
+   of the LP value (large rounds at full load), the subgradient Lagrangian bound of
    :func:`~palopt.solvers.exact.colgen.lagrangian_bound` runs until a quarter of the limit is
    left (see :data:`LAGRANGIAN_GAP`); column generation gives up early when its bound shows it
    far from converging (:data:`GIVE_UP`, rounds of thousands of GPUs at full load). A placement
@@ -84,9 +84,20 @@ class BackendAnswer:
 #: steps and region sub-models (each with half a second of the back end's deterministic time).
 #: The slowest rates measured on the 2-core benchmark machine over the six full-load synthetic
 #: 256-GPU rounds (100-194, 3,000-6,000 and 3-15 per second), so a solve of that size takes
-#: about its limit or less; larger rounds take longer. The subgradient steps of the Lagrangian
-#: bound run on large rounds only (below): 135 per second at 4,096 GPUs (283 at 1,024).
+#: about its limit or less. The subgradient steps of the Lagrangian bound run on large rounds
+#: only (below): 135 per second at 4,096 GPUs (283 at 1,024).
 WORK_RATES = {"cg": 100.0, "search": 3000.0, "regions": 3.0, "lagrangian": 135.0}
+
+#: Column-generation iterations and search steps take longer on more GPUs: on a round of more
+#: than :data:`REFERENCE_GPUS` free GPUs (the size the rates were measured at) each counts as
+#: ``gpus / REFERENCE_GPUS`` of them. Without it a deterministic 10 s solve took 80 s at 1,024
+#: GPUs (69 s of it 500 column-generation iterations, 3.1 s 3,000 search steps) and 848 s at
+#: 4,096 (full-load synthetic seed 0); by the wall clock 5 s hold 54-108 iterations at 1,024
+#: GPUs and 31-46 at 4,096 (12 and 8 full-load rounds). Counted so, a 10 s deterministic solve
+#: takes 7.9-25.5 s on the 12 full-load 1,024-GPU rounds (gaps 0.36-2.37%; 0.29-2.38% by the
+#: wall clock) and 5.7-7.5 s at 4,096 GPUs; the iterations grow dearer as the LP grows.
+SCALED_WORK = ("cg", "search")
+REFERENCE_GPUS = 256
 
 #: When column generation stops with its bound more than ``LAGRANGIAN_GAP`` (relative) under its
 #: LP value, the subgradient bound of :func:`~palopt.solvers.exact.colgen.lagrangian_bound` runs
@@ -95,8 +106,10 @@ WORK_RATES = {"cg": 100.0, "search": 3000.0, "regions": 3.0, "lagrangian": 135.0
 #: rounds: at 256 GPUs the bound is within 0.02% of the LP value whether converged or not, and 2 s
 #: of subgradient do not raise it; at 512 GPUs it lies 2.6-5.4% under the LP value and 2 s of
 #: subgradient raise it 1.6-4.1%; at 1,024 GPUs 13% under, +11%; at 4,096 GPUs (29 iterations)
-#: it is negative.
-LAGRANGIAN_GAP = 0.01
+#: it is negative. The threshold was 1%: on the 12 full-load 512-GPU rounds (cpsat, 10 s) that
+#: left out three rounds with the bound 0.2-0.3% under the LP value, where the subgradient now
+#: raises it by 0.06-0.21%; at 256 GPUs 0.1% still fires on none of the 12 full-load rounds.
+LAGRANGIAN_GAP = 0.001
 LAGRANGIAN_REST = 0.25
 
 #: Column generation gives up once ``GIVE_UP[0]`` of its share is used if its bound is then more
@@ -134,13 +147,21 @@ class Budget:
     limit : float
         Seconds.
     deterministic : bool
+    gpus : int, optional
+        Free GPUs of the round: above :data:`REFERENCE_GPUS`, a unit of the work in
+        :data:`SCALED_WORK` counts ``gpus / REFERENCE_GPUS`` times.
     """
 
-    def __init__(self, limit: float, deterministic: bool) -> None:
+    def __init__(self, limit: float, deterministic: bool, gpus: int = REFERENCE_GPUS) -> None:
         self.limit = limit
         self.deterministic = deterministic
         self.started = time.perf_counter()
         self.spent = 0.0
+        self.size = max(gpus / REFERENCE_GPUS, 1.0)
+
+    def rate(self, kind: str) -> float:
+        """Units of work of ``kind`` per second of the limit on this round."""
+        return WORK_RATES[kind] / (self.size if kind in SCALED_WORK else 1.0)
 
     def left(self) -> float:
         """Seconds of the limit not yet used (or, deterministic, not yet handed out)."""
@@ -160,12 +181,12 @@ class Budget:
 
     def count(self, share: float, kind: str) -> int | None:
         """The step's work limit for ``share`` (``None``, no limit, by the wall clock)."""
-        return max(1, int(WORK_RATES[kind] * share)) if self.deterministic else None
+        return max(1, int(self.rate(kind) * share)) if self.deterministic else None
 
     def settle(self, share: float, kind: str, work: int) -> None:
         """Deterministic: give back what of ``share`` a step of ``kind`` that did ``work`` left."""
         if self.deterministic and share > 0:
-            self.spent -= max(share - work / WORK_RATES[kind], 0.0)
+            self.spent -= max(share - work / self.rate(kind), 0.0)
 
 
 class ExactSolver:
@@ -325,7 +346,7 @@ class ExactSolver:
             if p not in selected
         }
 
-        budget = Budget(float(limit), self.deterministic)
+        budget = Budget(float(limit), self.deterministic, int(rnd.free.sum()))
 
         def finish(chosen: dict[int, np.ndarray], status: str, bound: float) -> PlacementResult:
             result = build_result(
