@@ -20,7 +20,6 @@ from palopt.solvers.exact.cpsat import CpSatSolver
 from palopt.solvers.exact.model import build_model
 from palopt.solvers.exact.pricing import Cut, Pricer
 from palopt.solvers.exact.runner import (
-    GIVE_UP,
     REFERENCE_GPUS,
     WORK_RATES,
     BackendAnswer,
@@ -416,7 +415,7 @@ def test_a_cbc_failure_is_no_answer_not_an_error(monkeypatch, caplog) -> None:
 def test_deterministic_mode_repeats_a_time_limited_solve(workers: int) -> None:
     # A full 256-GPU round is far from solved in one second: every step runs out of its share,
     # which the deterministic mode counts in work, not seconds. Column generation gives up at
-    # 40% of its count, its bound still below zero, and the subgradient takes the rest.
+    # 40% of its work, its bound still below zero, and the subgradient takes the rest.
     inst = _sample(256, 1.0, 1)
     runs = [
         solve(inst, "cpsat", time_limit=1.0, seed=3, workers=workers, deterministic=True)
@@ -426,8 +425,8 @@ def test_deterministic_mode_repeats_a_time_limited_solve(workers: int) -> None:
     assert a.status == Status.FEASIBLE
     assert a.assignment() == b.assignment()
     assert (a.objective, a.bound) == (b.objective, b.bound)
-    gave_up = WORK_RATES["cg"] * 0.5 * GIVE_UP[0]
-    assert a.settings["cg_iterations"] == b.settings["cg_iterations"] == gave_up
+    assert not a.settings["cg_converged"]
+    assert a.settings["cg_iterations"] == b.settings["cg_iterations"]
     assert a.settings["lagrangian_steps"] == b.settings["lagrangian_steps"]
     for r in runs:
         assert_feasible(inst, r.assignment())
@@ -444,15 +443,15 @@ def test_budget_counts_work_and_gives_back_what_a_step_left() -> None:
     assert budget.left() == pytest.approx(7.0)
     assert budget.take(-1.0) == 0.0 and budget.left() == pytest.approx(7.0)
     assert budget.wall(share) == np.inf
-    # On more GPUs than the rates were measured at, column-generation iterations and search
-    # steps count for more; region sub-models and subgradient steps do not.
+    # On more GPUs than the rates were measured at, search steps count for more; region
+    # sub-models and subgradient steps do not, and column generation counts its own work.
     large = Budget(10.0, deterministic=True, gpus=4 * REFERENCE_GPUS)
-    assert large.count(5.0, "cg") == WORK_RATES["cg"] * 5 / 4
     assert large.count(1.0, "search") == WORK_RATES["search"] / 4
+    assert Budget(10.0, True, gpus=16).count(1.0, "search") == WORK_RATES["search"]
     assert large.count(1.0, "regions") == WORK_RATES["regions"]
-    assert Budget(10.0, True, gpus=16).count(5.0, "cg") == WORK_RATES["cg"] * 5
+    assert large.count(5.0, "cg") == WORK_RATES["cg"] * 5
     share = large.take(5.0)
-    large.settle(share, "cg", int(WORK_RATES["cg"] / 4))  # one second's work on that round
+    large.settle(share, "search", int(WORK_RATES["search"] / 4))  # one second's work there
     assert large.left() == pytest.approx(9.0)
     clock = Budget(10.0, deterministic=False)
     clock.settle(clock.take(5.0), "cg", 0)  # by the wall clock only time counts
@@ -471,9 +470,9 @@ def test_deterministic_mode_hands_unused_shares_on() -> None:
 
 
 def test_column_generation_far_from_its_lp_value_is_followed_by_the_subgradient_bound() -> None:
-    # 50 rounds of column generation (deterministic: 0.5 s at 100 per second) end far under the
-    # LP value of this 512-GPU round; the subgradient steps that follow are counted too, so the
-    # bound repeats, and the reported bound is at least theirs.
+    # Column generation's counted 0.5 s end far under the LP value of this 512-GPU round; the
+    # subgradient steps that follow are counted too, so the bound repeats, and the reported bound
+    # is at least theirs.
     inst = _sample(512, 1.0, 0)
     r = solve(inst, "cpsat", time_limit=1.0, deterministic=True)
     assert_feasible(inst, r.assignment())
@@ -489,14 +488,14 @@ def test_column_generation_far_from_its_lp_value_is_followed_by_the_subgradient_
 def test_column_generation_runs_until_the_clock_unless_deterministic(monkeypatch) -> None:
     # By the wall clock no iteration cap may end column generation before its share of the
     # limit (a cap once returned a 600 s solve after 22 s, its LP unconverged); in
-    # deterministic mode the share is a count of pricing rounds.
+    # deterministic mode the share is a count of work.
     import palopt.solvers.exact.colgen as colgen
 
     caps = []
     real = colgen.column_generation
 
     def spy(*args, **kwargs):
-        caps.append(kwargs.get("max_iterations"))
+        caps.append(kwargs.get("max_work"))
         return real(*args, **kwargs)
 
     monkeypatch.setattr(colgen, "column_generation", spy)
@@ -566,7 +565,7 @@ def test_column_weights_belong_to_their_columns() -> None:
     one (its convexity row) and price its own columns at the LP value."""
     inst = _sample(64, 1.0, 0)
     rnd = make_round(inst)
-    cg = column_generation(rnd, greedy_assignment(rnd), time_limit=5.0, max_iterations=40)
+    cg = column_generation(rnd, greedy_assignment(rnd), time_limit=5.0, max_work=120_000)
     assert cg.iterations > 2
     lp_multi = 0.0
     for pos, cols in cg.columns.items():
@@ -580,12 +579,21 @@ def test_column_weights_belong_to_their_columns() -> None:
 def test_column_generation_gives_up_only_far_from_its_lp_value() -> None:
     rnd = make_round(_sample(256, 1.0, 1))
     start = greedy_assignment(rnd)
-    whole = column_generation(rnd, start, time_limit=1e9, max_iterations=30, give_up=(0.2, 1e9))
-    early = column_generation(rnd, start, time_limit=1e9, max_iterations=30, give_up=(0.2, 0.0))
-    assert whole.iterations == 30 and not whole.converged
-    assert early.iterations == 6 and early.bound < early.lp_value
+    work = 250_000  # about 30 iterations
+    whole = column_generation(rnd, start, time_limit=1e9, max_work=work, give_up=(0.2, 1e9))
+    early = column_generation(rnd, start, time_limit=1e9, max_work=work, give_up=(0.2, 0.0))
+    assert whole.work >= work and not whole.converged
+    assert 0.2 * work <= early.work < 0.5 * work and early.bound < early.lp_value
     # the same path up to the point where it gave up
+    assert early.iterations < whole.iterations
     assert early.bound <= whole.bound <= whole.lp_value
+    # the work is counted, not timed: the same work gives the same LP
+    again = column_generation(rnd, start, time_limit=1e9, max_work=work, give_up=(0.2, 1e9))
+    assert (again.iterations, again.work, again.lp_value) == (
+        whole.iterations,
+        whole.work,
+        whole.lp_value,
+    )
 
 
 def test_region_reoptimisation_improves_a_poor_placement() -> None:
@@ -615,6 +623,28 @@ def test_region_reoptimisation_improves_a_poor_placement() -> None:
     assert after < 0.9 * before
     optimum = solve(inst, "cpsat", time_limit=30.0)
     assert after >= optimum.bound - 1e-9
+
+
+def test_region_work_is_counted_not_timed() -> None:
+    # Deterministic mode: the sub-models get CP-SAT's deterministic time, and the work counted
+    # from it ends the regions the same way every time, within the work given.
+    from palopt.solvers.exact.refine import SUBMODEL_WORK, reoptimise_regions
+
+    inst = _sample(256, 1.0, 1)
+    rnd = make_round(inst)
+    start = greedy_assignment(rnd)
+    run = CpSatSolver(deterministic=True).run
+    limit = 500_000  # half a second of the benchmark machine
+    runs = [
+        reoptimise_regions(rnd, start, run, 1e6, np.inf, seed=2, max_work=limit) for _ in range(2)
+    ]
+    (a, work), (b, again) = runs
+    assert work == again and {p: tuple(g) for p, g in a.items()} == {
+        p: tuple(g) for p, g in b.items()
+    }
+    assert limit - SUBMODEL_WORK <= work <= 1.01 * limit
+    assert_feasible(inst, {inst.queue[p].id: g for p, g in a.items()})
+    assert round_cost(inst, a) <= round_cost(inst, start)
 
 
 def test_warm_start_off_means_no_start_anywhere() -> None:

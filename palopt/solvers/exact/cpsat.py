@@ -72,13 +72,14 @@ class CpSatSolver(ExactSolver):
         if self.workers > 1:
             solver.parameters.interleave_search = True
         code = solver.solve(m)
+        work = float(solver.response_proto.deterministic_time)
         if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             values = np.array(solver.response_proto.solution, dtype=np.int64)
             status = Status.OPTIMAL if code == cp_model.OPTIMAL else Status.FEASIBLE
-            return BackendAnswer(status, values, float(solver.best_objective_bound))
+            return BackendAnswer(status, values, float(solver.best_objective_bound), work)
         if code == cp_model.INFEASIBLE:
-            return BackendAnswer(Status.INFEASIBLE, None, None)
-        return BackendAnswer(Status.NO_SOLUTION, None, None)
+            return BackendAnswer(Status.INFEASIBLE, None, None, work)
+        return BackendAnswer(Status.NO_SOLUTION, None, None, work)
 
 
 register(

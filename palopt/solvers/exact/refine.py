@@ -9,7 +9,7 @@ servers and racks in ways a greedy re-placement does not find. The placement is 
 when the back end's solution is valid and cheaper. Regions are visited in a seeded random order;
 after a whole pass without gain the regions double in size, and the search stops when one
 region would hold the whole round (that is the exact model of the whole round), or at the time
-limit.
+limit (or the work limit of the deterministic mode, :data:`SUBMODEL_WORK`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,18 @@ from palopt.solvers.round import Round, dense_groups, round_cost
 
 __all__ = ["reoptimise_regions", "regions"]
 
-#: A back end: (model, start or None, seconds, seed) -> an answer with ``.solution``.
+#: A back end: (model, start or None, seconds, seed) -> an answer with ``.solution`` and
+#: ``.work`` (the deterministic time it used).
 Backend = Callable[[SparseModel, "np.ndarray | None", float, int], Any]
+
+#: The work of a sub-model, counted in microseconds of the 2-core benchmark machine for the
+#: deterministic mode: ``SUBMODEL_WORK`` plus ``DETERMINISTIC_WORK`` per unit of the back end's
+#: deterministic time (CP-SAT's), which is also given each sub-model as its limit. Measured on
+#: the region sub-models of the 12 full-load 256-GPU benchmark rounds (cpsat, 10 s): a sub-model
+#: took ~10 ms plus 1.8-2.8 s per unit of CP-SAT's deterministic time, from 1 ms to 1.4 s each;
+#: counted as one third of a second each, they took 2.3-82 per second.
+SUBMODEL_WORK = 10_000.0
+DETERMINISTIC_WORK = 2.5e6
 
 
 def regions(rnd: Round, region_gpus: int = 32) -> list[np.ndarray]:
@@ -69,7 +79,7 @@ def reoptimise_regions(
     target: float = -np.inf,
     region_gpus: int = 32,
     step_limit: float = 0.5,
-    max_steps: int | None = None,
+    max_work: int | None = None,
 ) -> tuple[dict[int, np.ndarray], int]:
     """Improve ``chosen`` by solving regions exactly (see the module documentation).
 
@@ -93,15 +103,17 @@ def reoptimise_regions(
         About how many GPUs a region holds.
     step_limit : float
         Seconds at most per sub-model of ``region_gpus`` GPUs (in proportion for larger ones).
-    max_steps : int, optional
-        Sub-models at most (a limit that does not depend on the machine's speed).
+    max_work : int, optional
+        Work at most, in microseconds as counted by :data:`SUBMODEL_WORK` (a limit that does not
+        depend on the machine's speed): ``run`` is then given deterministic time, the seconds of
+        a sub-model over :data:`DETERMINISTIC_WORK`.
 
     Returns
     -------
     dict
         A placement of the same jobs costing no more than ``chosen``.
     int
-        The sub-models solved.
+        The work done (as counted for ``max_work``).
     """
     started = time.perf_counter()
     inst = rnd.instance
@@ -111,10 +123,11 @@ def reoptimise_regions(
     rng = np.random.default_rng(seed)
     size = region_gpus
     areas = _shuffled(regions(rnd, size), rng)
-    visits = stale = solved = 0  # stale: regions visited since the last improvement
+    visits = stale = 0  # stale: regions visited since the last improvement
+    work = 0.0
     while (
         total > target
-        and (max_steps is None or solved < max_steps)
+        and (max_work is None or work < max_work)
         and time_limit - (time.perf_counter() - started) > 0.05
     ):
         if stale >= len(areas):  # a whole pass without gain: larger regions
@@ -140,8 +153,13 @@ def reoptimise_regions(
         left = time_limit - (time.perf_counter() - started)  # the sub-model's building counted
         if left <= 0.05:
             break
-        solved += 1
-        answer = run(model.sparse, start, min(step_limit * size / region_gpus, left), seed)
+        seconds = min(step_limit * size / region_gpus, left)
+        if max_work is not None:  # the back end's deterministic time, within the work left
+            seconds = min(seconds * 1e6, max_work - work - SUBMODEL_WORK) / DETERMINISTIC_WORK
+            if seconds <= 0:
+                break
+        answer = run(model.sparse, start, seconds, seed)
+        work += SUBMODEL_WORK + DETERMINISTIC_WORK * answer.work
         if answer.solution is None or not model.sparse.satisfied(answer.solution):
             continue
         placed = model.decode(answer.solution)
@@ -152,7 +170,7 @@ def reoptimise_regions(
             inc.move(placed)
             total += new - old
             stale = 0
-    return best, solved
+    return best, int(work)
 
 
 def _disjoint_within(placed: dict[int, np.ndarray], free: np.ndarray) -> bool:

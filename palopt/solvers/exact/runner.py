@@ -73,30 +73,34 @@ DEFAULT_GAP = 1e-6
 @dataclass(frozen=True)
 class BackendAnswer:
     """What a back end returns: a status of :class:`~palopt.result.Status`, the solution vector
-    (``None`` if none), and a lower bound on the scaled objective (``None`` if unknown)."""
+    (``None`` if none), a lower bound on the scaled objective (``None`` if unknown), and the
+    deterministic time the back end used (CP-SAT's; 0 for back ends that do not count it)."""
 
     status: str
     solution: np.ndarray | None
     bound: float | None
+    work: float = 0.0
 
 
-#: Work per second of the limit in deterministic mode: column-generation iterations, search
-#: steps and region sub-models (each with half a second of the back end's deterministic time).
-#: The slowest rates measured on the 2-core benchmark machine over the six full-load synthetic
-#: 256-GPU rounds (100-194, 3,000-6,000 and 3-15 per second), so a solve of that size takes
-#: about its limit or less. The subgradient steps of the Lagrangian bound run on large rounds
-#: only (below): 135 per second at 4,096 GPUs (283 at 1,024).
-WORK_RATES = {"cg": 100.0, "search": 3000.0, "regions": 3.0, "lagrangian": 135.0}
+#: Work per second of the limit in deterministic mode: column-generation and region work in
+#: microseconds of the 2-core benchmark machine, as counted by
+#: :data:`~palopt.solvers.exact.colgen.ITERATION_WORK` (pivots, rows and GPUs) and
+#: :data:`~palopt.solvers.exact.refine.SUBMODEL_WORK` (CP-SAT's deterministic time); search
+#: steps, the slowest rate measured over the six full-load synthetic 256-GPU rounds (3,000-6,000
+#: per second), so a solve of that size takes about its limit or less. The subgradient steps of
+#: the Lagrangian bound run on large rounds only (below): 135 per second at 4,096 GPUs (283 at
+#: 1,024).
+WORK_RATES = {"cg": 1e6, "search": 3000.0, "regions": 1e6, "lagrangian": 135.0}
 
-#: Column-generation iterations and search steps take longer on more GPUs: on a round of more
-#: than :data:`REFERENCE_GPUS` free GPUs (the size the rates were measured at) each counts as
-#: ``gpus / REFERENCE_GPUS`` of them. Without it a deterministic 10 s solve took 80 s at 1,024
-#: GPUs (69 s of it 500 column-generation iterations, 3.1 s 3,000 search steps) and 848 s at
-#: 4,096 (full-load synthetic seed 0); by the wall clock 5 s hold 54-108 iterations at 1,024
-#: GPUs and 31-46 at 4,096 (12 and 8 full-load rounds). Counted so, a 10 s deterministic solve
-#: takes 7.9-25.5 s on the 12 full-load 1,024-GPU rounds (gaps 0.36-2.37%; 0.29-2.38% by the
-#: wall clock) and 5.7-7.5 s at 4,096 GPUs; the iterations grow dearer as the LP grows.
-SCALED_WORK = ("cg", "search")
+#: Search steps take longer on more GPUs: on a round of more than :data:`REFERENCE_GPUS` free GPUs
+#: (the size the rate was measured at) each counts as ``gpus / REFERENCE_GPUS`` of them (at 1,024
+#: GPUs 3,000 steps took 3.1 s). Column-generation iterations were counted so too, as iterations
+#: (100 per second), and region sub-models as three per second: a deterministic 10 s solve then
+#: took 7.9-25.5 s on the 12 full-load 1,024-GPU rounds, because the master's re-solves grow with
+#: its rows and with their pivots, and a region sub-model takes from 1 ms to 1.4 s. Counted by
+#: pivots and by CP-SAT's deterministic time, such solves take 4.6-8.1 s there, 7.2-10.4 s on the
+#: 12 full-load 256-GPU rounds and 8.0-10.1 s on four full-load 4,096-GPU rounds.
+SCALED_WORK = ("search",)
 REFERENCE_GPUS = 256
 
 #: When column generation stops with its bound more than ``LAGRANGIAN_GAP`` (relative) under its
@@ -215,10 +219,11 @@ class ExactSolver:
         proven within ``gap`` of the optimum (costs are floats measured to a few digits; this
         keeps back ends from spending their time separating near-equal placements).
     deterministic : bool, default False
-        Spend the time limit as a *work* budget, counted in steps instead of seconds (see
-        :class:`Budget`), and give the back end a deterministic time limit (CP-SAT only): the
-        result is then the same for a given seed and worker count however busy the machine,
-        and the solve may take more or less than the limit.
+        Spend the time limit as a *work* budget, counted in simplex pivots, search steps and
+        CP-SAT's deterministic time instead of seconds (see :class:`Budget`), and give the back
+        end a deterministic time limit (CP-SAT only): the result is then the same for a given
+        seed and worker count however busy the machine, and the solve may take more or less
+        than the limit.
     """
 
     name = "exact"
@@ -381,10 +386,10 @@ class ExactSolver:
                 rnd,
                 best,
                 budget.wall(share),
-                max_iterations=budget.count(share, "cg"),
+                max_work=budget.count(share, "cg"),
                 give_up=GIVE_UP,
             )
-            budget.settle(share, "cg", cg.iterations)
+            budget.settle(share, "cg", cg.work)
             bound = max(bound, cg.bound)
             settings.update(
                 cg_iterations=cg.iterations,
@@ -426,7 +431,7 @@ class ExactSolver:
                             budget.wall(t),
                             seed,
                             target,
-                            max_steps=budget.count(t, "regions"),
+                            max_work=budget.count(t, "regions"),
                         ),
                         # The rest of the time: the regions stop by themselves once one would
                         # be the whole round (quickly at 64 GPUs), leaving the compact model
