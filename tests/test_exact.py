@@ -372,6 +372,30 @@ def test_no_solution_returns_the_greedy_placement(cls: type[CpSatSolver]) -> Non
     assert r.bound <= r.objective
 
 
+def test_no_time_left_after_building_means_no_back_end(monkeypatch) -> None:
+    # By the wall clock a back end given less time than taking the model needs is not called
+    # (it would overrun the limit with nothing to show); deterministic time is always spent.
+    import palopt.solvers.exact.runner as runner
+
+    monkeypatch.setattr(runner, "BACKEND_SECONDS_PER_NONZERO", 1e3)
+    calls: list[float] = []
+
+    class Counting(CpSatSolver):
+        def run(self, sp, start, time_limit, seed):  # type: ignore[no-untyped-def]
+            calls.append(time_limit)
+            return super().run(sp, start, time_limit, seed)
+
+    inst = _sample(16, 1.0, 0)
+    r = Counting(formulation="compact", time_limit=1.0).solve(inst)
+    assert not calls and r.status == Status.NO_SOLUTION
+    assert "no time left" in r.settings["fallback"]
+    assert r.assignment() == solve(inst, "greedy").assignment()
+    assert_feasible(inst, r.assignment())
+    proven = Counting(formulation="compact", time_limit=1.0, deterministic=True).solve(inst)
+    assert len(calls) == 1 and proven.status == Status.OPTIMAL
+    assert_feasible(inst, proven.assignment())
+
+
 def test_deterministic_for_seed_and_workers() -> None:
     inst = _sample(16, 1.0, 2)
     a = solve(inst, "cpsat", seed=5, workers=1)
