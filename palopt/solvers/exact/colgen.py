@@ -50,15 +50,17 @@ CUT_VIOLATION = 1e-3
 
 #: The work of a column-generation iteration, in microseconds of the 2-core benchmark machine:
 #: ``ITERATION_WORK`` plus ``GPU_WORK`` per free GPU (pricing) plus ``PIVOT_WORK`` per simplex
-#: pivot of the master's re-solve and row of the master. Deterministic (HiGHS counts the pivots),
-#: and it follows the wall clock where a count of iterations does not: an iteration takes 5-8 ms
-#: at 256 GPUs and 70-100 ms at 1,024, where the master has four times the rows and needs six
-#: times the pivots. Fitted to 32 full-load rounds of 64-1,024 GPUs (5 s of column generation
-#: each, 1,500 / 12 / 0.11) and raised a fifth: the time they took is 0.6-1.3 times the work
-#: counted so (0.7-1.3 at 256 GPUs and more).
-ITERATION_WORK = 1800.0
-GPU_WORK = 15.0
-PIVOT_WORK = 0.13
+#: pivot of the master's re-solve and nonzero of the master. Deterministic (HiGHS counts the
+#: pivots), and it follows the wall clock where a count of iterations does not: an iteration takes
+#: 5-8 ms at 256 GPUs and 70-100 ms at 1,024, where the master has four times the rows and needs
+#: six times the pivots. Fitted to 28 full-load rounds of 64-4,096 GPUs (5 s of column generation
+#: each, 40 s at 4,096 GPUs: 3,000 / 5 / 0.003) and raised a fifth: the time they took is
+#: 0.45-1.22 times the work counted so (0.75-1.22 from 256 GPUs; the first ten iterations at
+#: 4,096 GPUs 0.59-0.87). Pivots times rows instead fit as well up to 1,024 GPUs but count the
+#: cheap first iterations at 4,096 GPUs ten times over.
+ITERATION_WORK = 3600.0
+GPU_WORK = 6.0
+PIVOT_WORK = 0.0036
 
 
 @dataclass
@@ -279,7 +281,7 @@ class Master:
             work += (
                 ITERATION_WORK
                 + GPU_WORK * n_free
-                + PIVOT_WORK * info.simplex_iteration_count * h.getNumRow()
+                + PIVOT_WORK * info.simplex_iteration_count * h.getNumNz()
             )
             dual = np.asarray(h.getSolution().row_dual)
             self.mu, self.nu = dual[:n_jobs], dual[n_jobs : self.cap_row]

@@ -100,8 +100,8 @@ WORK_RATES = {"cg": 1e6, "search": 3000.0, "regions": 1e6, "lagrangian": 135.0}
 #: (100 per second), and region sub-models as three per second: a deterministic 10 s solve then
 #: took 7.9-25.5 s on the 12 full-load 1,024-GPU rounds, because the master's re-solves grow with
 #: its rows and with their pivots, and a region sub-model takes from 1 ms to 1.4 s. Counted by
-#: pivots and by CP-SAT's deterministic time, such solves take 4.6-8.1 s there, 7.2-10.4 s and
-#: 8.5-10.8 s on the 12 full-load 256- and 512-GPU rounds, and 8.0-10.1 s on four full-load
+#: pivots and by CP-SAT's deterministic time, such solves take 7.8-10.6 s there, 7.1-11.4 s and
+#: 7.1-11.1 s on the 12 full-load 256- and 512-GPU rounds, and 9.5-10.9 s on four full-load
 #: 4,096-GPU rounds.
 SCALED_WORK = ("search",)
 REFERENCE_GPUS = 256
