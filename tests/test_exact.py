@@ -714,6 +714,29 @@ def test_packing_cuts_close_the_rack_gap() -> None:
     assert r.settings["cg_cuts"] == 2
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.integers(0, 2**31 - 1))
+def test_model_check_agrees_with_each_row(seed: int) -> None:
+    # satisfied() checks every row at once; it must agree with the rows read one by one, on
+    # the greedy placement's start and on random changes of it.
+    inst = _sample(64, 1.0, seed % 3)
+    rnd = make_round(inst)
+    model = build_model(rnd, 1e6)
+    sp = model.sparse
+    start = model.start(greedy_assignment(rnd), rnd)
+    rng = np.random.default_rng(seed)
+    trials = [start] + [start.copy() for _ in range(5)]
+    for sol in trials[1:]:
+        at = rng.integers(0, sp.n_vars, size=rng.integers(1, 4))
+        sol[at] = rng.integers(0, np.asarray(sp.upper)[at] + 1)
+    for sol in trials:
+        one_by_one = all(
+            lo <= int(np.dot(sol[idx], coef)) <= hi for idx, coef, lo, hi in sp.rows
+        ) and bool((0 <= sol).all() and (sol <= np.asarray(sp.upper)).all())
+        assert sp.satisfied(sol) == one_by_one
+    assert sp.satisfied(start)
+
+
 def test_interchangeable_jobs_keep_one_order_and_any_placement_starts() -> None:
     inst = _three_pairs_two_racks()
     rnd = make_round(inst)

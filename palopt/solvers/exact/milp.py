@@ -9,9 +9,9 @@ the time limit, so models of more than :data:`CBC_MAX_NONZEROS` nonzeros are not
 
 ``backend="highs"`` passes the sparse model to HiGHS directly. A started model is solved with
 presolve off: HiGHS 1.16 with a starting solution and presolve on has been seen to report
-"optimal" at a value below the true optimum (a regression test keeps this guarded). Neither its
-presolve nor its feasibility-jump heuristic stops at the time limit, so models of more than
-:data:`HIGHS_LARGE_NONZEROS` nonzeros are solved without both.
+"optimal" at a value below the true optimum (a regression test keeps this guarded). Its
+presolve, its feasibility-jump heuristic and its symmetry detection do not stop at the time
+limit, so models of more than :data:`HIGHS_LARGE_NONZEROS` nonzeros are solved without them.
 """
 
 from __future__ import annotations
@@ -44,15 +44,16 @@ BACKENDS = ("cbc", "highs")
 #: models 8,000.
 CBC_MAX_NONZEROS = 50_000
 
-#: Models with more nonzeros than this are solved by HiGHS without presolve and without the
-#: feasibility-jump heuristic, neither of which stops at the time limit in HiGHS 1.16. On the
+#: Models with more nonzeros than this are solved by HiGHS without presolve, the feasibility-jump
+#: heuristic and symmetry detection, none of which stops at the time limit in HiGHS 1.16. On the
 #: compact models of full-load 256-GPU rounds (150,000-1,000,000 nonzeros) presolve took 1.1-2.8 s
 #: under limits of 0.9-2.0 s, and feasibility jump 2.9 s under 1.5 s (with presolve off), each
 #: for no solution; with both off, a 2 s compact solve of such a round takes 2.05 s (3.7 s with
-#: them), building the model included. The region models of the exact flow (at most 26,000
-#: nonzeros) and the 64-GPU compact models (8,000) keep feasibility jump, and presolve when
-#: they are not started: without a start or presolve, the region models of
-#: ``256g-8ps-100%-synthetic`` seed 1 ended 0.8% dearer.
+#: them), building the model included; with symmetry detection too, HiGHS given 0.23-0.37 s
+#: returned 0.13-0.19 s late on two of them, instead of 0.28-0.51 s (given 1.1-1.2 s, 0.05 s late
+#: either way). The region models of the exact flow (at most 26,000 nonzeros) and the 64-GPU
+#: compact models (8,000) keep all three (presolve when they are not started): without a start or
+#: presolve, the region models of ``256g-8ps-100%-synthetic`` seed 1 ended 0.8% dearer.
 HIGHS_LARGE_NONZEROS = 100_000
 
 
@@ -192,19 +193,20 @@ class MilpSolver(ExactSolver):
         lp.col_lower_ = np.asarray(sp.lower, dtype=np.float64)
         lp.col_upper_ = np.asarray(sp.upper, dtype=np.float64)
         inf = highspy.kHighsInf
-        lp.row_lower_ = np.array([max(r[2], -inf) for r in sp.rows], dtype=np.float64)
-        lp.row_upper_ = np.array([min(r[3], inf) for r in sp.rows], dtype=np.float64)
-        lens = [len(r[0]) for r in sp.rows]
+        lengths, idx, coef, lo, hi = sp.matrix()
+        lp.row_lower_ = np.maximum(lo, -inf)
+        lp.row_upper_ = np.minimum(hi, inf)
         lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
-        lp.a_matrix_.start_ = np.r_[0, np.cumsum(lens)].astype(np.int32)
-        lp.a_matrix_.index_ = np.concatenate([r[0] for r in sp.rows]).astype(np.int32)
-        lp.a_matrix_.value_ = np.concatenate([r[1] for r in sp.rows]).astype(np.float64)
+        lp.a_matrix_.start_ = np.r_[0, np.cumsum(lengths)].astype(np.int32)
+        lp.a_matrix_.index_ = idx.astype(np.int32)
+        lp.a_matrix_.value_ = coef.astype(np.float64)
         lp.integrality_ = [highspy.HighsVarType.kInteger] * n
         large = sp.n_nonzeros > HIGHS_LARGE_NONZEROS
         if start is not None or large:
             h.setOptionValue("presolve", "off")
         if large:
             h.setOptionValue("mip_heuristic_run_feasibility_jump", False)
+            h.setOptionValue("mip_detect_symmetry", False)
         h.passModel(lp)
         if start is not None:
             given = highspy.HighsSolution()

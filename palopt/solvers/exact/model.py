@@ -75,16 +75,29 @@ class SparseModel:
         """Number of nonzero coefficients in the rows."""
         return sum(len(idx) for idx, *_ in self.rows)
 
+    def matrix(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """The rows as arrays: each row's length, then all rows' variables and coefficients in
+        row order (integers), and the rows' lower and upper bounds (floats, possibly infinite).
+        """
+        lengths = np.fromiter((len(r[0]) for r in self.rows), np.int64, len(self.rows))
+        nnz = int(lengths.sum())
+        chain = itertools.chain.from_iterable
+        idx = np.fromiter(chain(r[0] for r in self.rows), np.int64, nnz)
+        coef = np.fromiter(chain(r[1] for r in self.rows), np.int64, nnz)
+        lo = np.fromiter((r[2] for r in self.rows), np.float64, len(self.rows))
+        hi = np.fromiter((r[3] for r in self.rows), np.float64, len(self.rows))
+        return lengths, idx, coef, lo, hi
+
     def satisfied(self, solution: np.ndarray) -> bool:
         """Whether an integer solution satisfies every bound and row."""
         sol = np.rint(solution).astype(np.int64)
         if (sol < np.asarray(self.lower)).any() or (sol > np.asarray(self.upper)).any():
             return False
-        for idx, coef, lo, hi in self.rows:
-            value = int(np.dot(sol[idx], coef))
-            if value < lo or value > hi:
-                return False
-        return True
+        lengths, idx, coef, lo, hi = self.matrix()
+        ends = np.cumsum(lengths)
+        total = np.r_[0, np.cumsum(sol[idx] * coef)]  # integers: exact
+        value = total[ends] - total[ends - lengths]
+        return bool(((value >= lo) & (value <= hi)).all())
 
     def value(self, solution: np.ndarray) -> int:
         """Objective of an integer solution vector."""
@@ -322,12 +335,11 @@ def build_model(
         sp.row(idx, [1] * len(idx), inst.queue[pos].num_gpus, inst.queue[pos].num_gpus)
     for pos, k, gtypes, bvars, level in covers:
         # In G with threshold at most v_l: all k GPUs are in G and no slower than v_l.
+        held = np.array([(pos, int(tt)) in x for tt in gtypes], dtype=bool)
+        xs = np.array([x[(pos, int(tt))] for tt in gtypes[held]], dtype=np.int64)
+        at = level[held]
         for last in range(len(bvars)):
-            idx = [
-                x[(pos, int(tt))]
-                for tt, lv in zip(gtypes, level, strict=True)
-                if lv <= last and (pos, int(tt)) in x
-            ]
+            idx = xs[at <= last].tolist()
             nxt = [bvars[last + 1]] if last + 1 < len(bvars) else []
             sp.row([*idx, bvars[0], *nxt], [1] * len(idx) + [-k] + [k] * len(nxt), 0, np.inf)
 
