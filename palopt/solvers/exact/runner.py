@@ -86,7 +86,7 @@ class BackendAnswer:
 
 #: Work per second of the limit in deterministic mode: column-generation and region work in
 #: microseconds of the 2-core benchmark machine, as counted by
-#: :data:`~palopt.solvers.exact.colgen.ITERATION_WORK` (pivots, rows and GPUs) and
+#: :data:`~palopt.solvers.exact.colgen.ITERATION_WORK` (pivots, nonzeros and GPUs) and
 #: :data:`~palopt.solvers.exact.refine.SUBMODEL_WORK` (CP-SAT's deterministic time); search
 #: steps, the slowest rate measured over the six full-load synthetic 256-GPU rounds (3,000-6,000
 #: per second), so a solve of that size takes about its limit or less. The subgradient steps of
@@ -133,8 +133,8 @@ GIVE_UP = (0.4, 1.0)
 #: By the wall clock the back end is not given the whole-round model when the time left is less
 #: than this many seconds per nonzero of it: what handing the model over and getting an answer
 #: back take even under the shortest limit. On the compact models of full-load 256-GPU rounds
-#: (130,000-910,000 nonzeros) CP-SAT and HiGHS given 0.05 s took 0.09-0.52 s, 0.06-0.32 s of it
-#: before the back end's solve started (0.36-0.70 microseconds per nonzero); on 64-GPU models
+#: (130,000-910,000 nonzeros) CP-SAT and HiGHS given 0.05 s took 0.06-0.51 s, 0.04-0.28 s of it
+#: before the back end's solve started (0.22-0.55 microseconds per nonzero); on 64-GPU models
 #: of 4,000-23,000 nonzeros, 0.05-0.10 s in all.
 BACKEND_SECONDS_PER_NONZERO = 5e-7
 
