@@ -201,7 +201,7 @@ class MilpSolver(ExactSolver):
         lp.a_matrix_.index_ = idx.astype(np.int32)
         lp.a_matrix_.value_ = coef.astype(np.float64)
         lp.integrality_ = [highspy.HighsVarType.kInteger] * n
-        large = sp.n_nonzeros > HIGHS_LARGE_NONZEROS
+        large = len(idx) > HIGHS_LARGE_NONZEROS
         if start is not None or large:
             h.setOptionValue("presolve", "off")
         if large:
