@@ -84,27 +84,17 @@ class BackendAnswer:
     work: float = 0.0
 
 
-#: Work per second of the limit in deterministic mode: column-generation and region work in
-#: microseconds of the 2-core benchmark machine, as counted by
-#: :data:`~palopt.solvers.exact.colgen.ITERATION_WORK` (pivots, nonzeros and GPUs) and
-#: :data:`~palopt.solvers.exact.refine.SUBMODEL_WORK` (CP-SAT's deterministic time); search
-#: steps, the slowest rate measured over the six full-load synthetic 256-GPU rounds (3,000-6,000
-#: per second), so a solve of that size takes about its limit or less. The subgradient steps of
-#: the Lagrangian bound run on large rounds only (below): 135 per second at 4,096 GPUs (283 at
-#: 1,024).
-WORK_RATES = {"cg": 1e6, "search": 3000.0, "regions": 1e6, "lagrangian": 135.0}
-
-#: Search steps take longer on more GPUs: on a round of more than :data:`REFERENCE_GPUS` free GPUs
-#: (the size the rate was measured at) each counts as ``gpus / REFERENCE_GPUS`` of them (at 1,024
-#: GPUs 3,000 steps took 3.1 s). Column-generation iterations were counted so too, as iterations
-#: (100 per second), and region sub-models as three per second: a deterministic 10 s solve then
-#: took 7.9-25.5 s on the 12 full-load 1,024-GPU rounds, because the master's re-solves grow with
-#: its rows and with their pivots, and a region sub-model takes from 1 ms to 1.4 s. Counted by
-#: pivots and by CP-SAT's deterministic time, such solves take 7.8-10.6 s there, 7.1-11.4 s and
-#: 7.1-11.1 s on the 12 full-load 256- and 512-GPU rounds, and 9.5-10.9 s on four full-load
-#: 4,096-GPU rounds.
-SCALED_WORK = ("search",)
-REFERENCE_GPUS = 256
+#: Work per second of the limit in deterministic mode: column-generation, search and region
+#: work in microseconds of the 2-core benchmark machine, as counted by
+#: :data:`~palopt.solvers.exact.colgen.ITERATION_WORK` (pivots, nonzeros and GPUs),
+#: :data:`~palopt.solvers.exact.search.STEP_WORK` (GPUs and jobs re-placed) and
+#: :data:`~palopt.solvers.exact.refine.SUBMODEL_WORK` (CP-SAT's deterministic time). The
+#: subgradient steps of the Lagrangian bound run on large rounds only (below): 135 per second at
+#: 4,096 GPUs (283 at 1,024). Counting iterations, steps and sub-models at fixed rates (scaled
+#: by the round's GPUs) instead, a deterministic 10 s solve took 7.9-25.5 s on the 12 full-load
+#: 1,024-GPU rounds: the master's re-solves grow with its rows and with their pivots, a region
+#: sub-model takes from 1 ms to 1.4 s, and a search step from 0.2 to 27 ms.
+WORK_RATES = {"cg": 1e6, "search": 1e6, "regions": 1e6, "lagrangian": 135.0}
 
 #: When column generation stops with its bound more than ``LAGRANGIAN_GAP`` (relative) under its
 #: LP value, the subgradient bound of :func:`~palopt.solvers.exact.colgen.lagrangian_bound` runs
@@ -162,21 +152,13 @@ class Budget:
     limit : float
         Seconds.
     deterministic : bool
-    gpus : int, optional
-        Free GPUs of the round: above :data:`REFERENCE_GPUS`, a unit of the work in
-        :data:`SCALED_WORK` counts ``gpus / REFERENCE_GPUS`` times.
     """
 
-    def __init__(self, limit: float, deterministic: bool, gpus: int = REFERENCE_GPUS) -> None:
+    def __init__(self, limit: float, deterministic: bool) -> None:
         self.limit = limit
         self.deterministic = deterministic
         self.started = time.perf_counter()
         self.spent = 0.0
-        self.size = max(gpus / REFERENCE_GPUS, 1.0)
-
-    def rate(self, kind: str) -> float:
-        """Units of work of ``kind`` per second of the limit on this round."""
-        return WORK_RATES[kind] / (self.size if kind in SCALED_WORK else 1.0)
 
     def left(self) -> float:
         """Seconds of the limit not yet used (or, deterministic, not yet handed out)."""
@@ -196,12 +178,12 @@ class Budget:
 
     def count(self, share: float, kind: str) -> int | None:
         """The step's work limit for ``share`` (``None``, no limit, by the wall clock)."""
-        return max(1, int(self.rate(kind) * share)) if self.deterministic else None
+        return max(1, int(WORK_RATES[kind] * share)) if self.deterministic else None
 
     def settle(self, share: float, kind: str, work: int) -> None:
         """Deterministic: give back what of ``share`` a step of ``kind`` that did ``work`` left."""
         if self.deterministic and share > 0:
-            self.spent -= max(share - work / self.rate(kind), 0.0)
+            self.spent -= max(share - work / WORK_RATES[kind], 0.0)
 
 
 class ExactSolver:
@@ -362,7 +344,7 @@ class ExactSolver:
             if p not in selected
         }
 
-        budget = Budget(float(limit), self.deterministic, int(rnd.free.sum()))
+        budget = Budget(float(limit), self.deterministic)
 
         def finish(chosen: dict[int, np.ndarray], status: str, bound: float) -> PlacementResult:
             result = build_result(
@@ -428,7 +410,7 @@ class ExactSolver:
                             budget.wall(t),
                             seed,
                             target,
-                            max_steps=budget.count(t, "search"),
+                            max_work=budget.count(t, "search"),
                         ),
                         0.1 * limit,
                     ),
