@@ -17,7 +17,7 @@ from palopt.solvers import get_solver
 from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.colgen import column_generation, lagrangian_bound
 from palopt.solvers.exact.cpsat import CpSatSolver
-from palopt.solvers.exact.model import build_model
+from palopt.solvers.exact.model import SparseModel, build_model
 from palopt.solvers.exact.pricing import Cut, Pricer
 from palopt.solvers.exact.runner import (
     WORK_RATES,
@@ -323,7 +323,8 @@ def test_milp_stops_at_the_time_limit_on_a_large_model(backend: str) -> None:
 
     inst = make_instance(Family(256, 4, 1.0, "synthetic"), 2)
     r = solve(inst, "milp", backend=backend, formulation="compact", time_limit=2.0)
-    assert r.wall_time < 2.6  # HiGHS 2.05 s measured
+    # HiGHS 1.95-1.97 s measured; with four busy processes beside it on 2 cores 2.05-2.60 s.
+    assert r.wall_time < 2.6
     assert_feasible(inst, r.assignment())
     assert r.n_placed == len(make_round(inst).open_positions)
 
@@ -393,6 +394,27 @@ def test_no_time_left_after_building_means_no_back_end(monkeypatch) -> None:
     proven = Counting(formulation="compact", time_limit=1.0, deterministic=True).solve(inst)
     assert len(calls) == 1 and proven.status == Status.OPTIMAL
     assert_feasible(inst, proven.assignment())
+
+
+def test_back_end_limit_leaves_time_for_its_answer(monkeypatch) -> None:
+    # By the wall clock the back end's limit ends early by a time per nonzero of the model,
+    # for the back end to return and its answer to be checked within the solve's limit.
+    import palopt.solvers.exact.runner as runner
+
+    monkeypatch.setattr(runner, "RETURN_SECONDS_PER_NONZERO", 1e-2)
+    calls: list[tuple[float, int]] = []
+
+    class Counting(CpSatSolver):
+        def run(self, sp, start, time_limit, seed):  # type: ignore[no-untyped-def]
+            calls.append((time_limit, sp.n_nonzeros))
+            return super().run(sp, start, time_limit, seed)
+
+    inst = _sample(16, 1.0, 0)
+    r = Counting(formulation="compact", time_limit=2.0).solve(inst)
+    (given, nonzeros), *_ = calls
+    assert 0 < given <= 2.0 - 1e-2 * nonzeros and 1e-2 * nonzeros > 0.1
+    assert r.status == Status.OPTIMAL and r.wall_time < 2.0
+    assert_feasible(inst, r.assignment())
 
 
 def test_deterministic_for_seed_and_workers() -> None:
@@ -752,6 +774,21 @@ def test_model_check_agrees_with_each_row(seed: int) -> None:
         ) and bool((0 <= sol).all() and (sol <= np.asarray(sp.upper)).all())
         assert sp.satisfied(sol) == one_by_one
     assert sp.satisfied(start)
+
+
+def test_model_arrays_are_kept_until_a_row_is_added() -> None:
+    # A back end and the check of its answer share one set of arrays (building them takes
+    # 0.07 s at a million nonzeros); a new row makes new ones.
+    sp = SparseModel()
+    x, y = sp.var(3), sp.var(3)
+    sp.row([x, y], [1, 1], 2, 2)
+    first = sp.matrix()
+    assert sp.matrix() is first and not first[1].flags.writeable
+    assert sp.satisfied(np.array([1, 1])) and not sp.satisfied(np.array([2, 1]))
+    sp.row([x], [1], -np.inf, 0)
+    lengths, idx, coef, lo, hi = sp.matrix()
+    assert lengths.tolist() == [2, 1] and idx.tolist() == [x, y, x] and hi.tolist() == [2, 0]
+    assert not sp.satisfied(np.array([1, 1])) and sp.satisfied(np.array([0, 2]))
 
 
 def test_interchangeable_jobs_keep_one_order_and_any_placement_starts() -> None:

@@ -44,6 +44,9 @@ from palopt.solvers.round import Round, dense_groups
 
 __all__ = ["SparseModel", "PlacementModel", "build_model"]
 
+#: :meth:`SparseModel.matrix`: row lengths, variables, coefficients, lower and upper bounds.
+Matrix = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
 
 @dataclass
 class SparseModel:
@@ -53,6 +56,7 @@ class SparseModel:
     upper: list[int] = field(default_factory=list)
     objective: list[int] = field(default_factory=list)
     rows: list[tuple[list[int], list[int], float, float]] = field(default_factory=list)
+    _matrix: Matrix | None = field(default=None, init=False, repr=False, compare=False)
 
     def var(self, upper: int, cost: int = 0) -> int:
         """Add an integer variable in ``[0, upper]``; returns its index."""
@@ -64,6 +68,7 @@ class SparseModel:
     def row(self, idx: list[int], coef: list[int], lo: float, hi: float) -> None:
         """Add ``lo <= sum coef * var[idx] <= hi`` (use +-inf for a one-sided row)."""
         self.rows.append((idx, coef, lo, hi))
+        self._matrix = None
 
     @property
     def n_vars(self) -> int:
@@ -75,18 +80,25 @@ class SparseModel:
         """Number of nonzero coefficients in the rows."""
         return sum(len(idx) for idx, *_ in self.rows)
 
-    def matrix(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def matrix(self) -> Matrix:
         """The rows as arrays: each row's length, then all rows' variables and coefficients in
         row order (integers), and the rows' lower and upper bounds (floats, possibly infinite).
+        Read-only, and kept until the next :meth:`row` (a back end and the check of its answer
+        share them).
         """
-        lengths = np.fromiter((len(r[0]) for r in self.rows), np.int64, len(self.rows))
-        nnz = int(lengths.sum())
-        chain = itertools.chain.from_iterable
-        idx = np.fromiter(chain(r[0] for r in self.rows), np.int64, nnz)
-        coef = np.fromiter(chain(r[1] for r in self.rows), np.int64, nnz)
-        lo = np.fromiter((r[2] for r in self.rows), np.float64, len(self.rows))
-        hi = np.fromiter((r[3] for r in self.rows), np.float64, len(self.rows))
-        return lengths, idx, coef, lo, hi
+        if self._matrix is None:
+            rows = self.rows
+            lengths = np.fromiter((len(r[0]) for r in rows), np.int64, len(rows))
+            nnz = int(lengths.sum())
+            chain = itertools.chain.from_iterable
+            idx = np.fromiter(chain(r[0] for r in rows), np.int64, nnz)
+            coef = np.fromiter(chain(r[1] for r in rows), np.int64, nnz)
+            lo = np.fromiter((r[2] for r in rows), np.float64, len(rows))
+            hi = np.fromiter((r[3] for r in rows), np.float64, len(rows))
+            for array in (lengths, idx, coef, lo, hi):
+                array.setflags(write=False)
+            self._matrix = (lengths, idx, coef, lo, hi)
+        return self._matrix
 
     def satisfied(self, solution: np.ndarray) -> bool:
         """Whether an integer solution satisfies every bound and row."""
