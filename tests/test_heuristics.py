@@ -418,3 +418,14 @@ def test_every_solver_rejects_a_bad_seed(name: str, seed: object) -> None:
     )
     with pytest.raises(InputError, match="seed = "):
         get_solver(name).solve(inst, seed=seed)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("name", [s.name for s in list_solvers()])
+@pytest.mark.parametrize("limit", [-1, 0, float("nan"), float("inf"), "2", True])
+def test_every_solver_rejects_a_bad_time_limit(name: str, limit: object) -> None:
+    topo = build_cluster(1, 1, 4)
+    inst = Instance(
+        topo, ("A",), np.ones((1, 4)), penalty_matrix(topo, "A", 1.7), (Job("a", 2, "A"),)
+    )
+    with pytest.raises(InputError, match="time_limit = "):
+        get_solver(name).solve(inst, time_limit=limit)  # type: ignore[arg-type]

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from palopt.errors import InputError, check_seed
+from palopt.errors import InputError, check_seed, check_time_limit
 from palopt.instance import Instance
 from palopt.result import PlacementResult
 from palopt.solvers.base import build_result, register
@@ -273,9 +273,12 @@ class GreedySolver:
     def solve(
         self, instance: Instance, *, time_limit: float | None = None, seed: int | None = None
     ) -> PlacementResult:
-        """Place the round's jobs; ``time_limit`` and ``seed`` are ignored (deterministic)."""
+        """Place the round's jobs; ``time_limit`` and ``seed`` are checked, then ignored
+        (deterministic)."""
         started = time.perf_counter()
         check_seed(seed)
+        if time_limit is not None:
+            check_time_limit(time_limit)
         rnd = make_round(instance, self.mode, self.keep_running)
         chosen = {**rnd.fixed, **greedy_assignment(rnd)}
         settings: dict[str, Any] = {"mode": self.mode, "keep_running": self.keep_running}

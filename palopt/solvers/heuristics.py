@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from palopt.errors import InputError, check_seed
+from palopt.errors import InputError, check_seed, check_time_limit
 from palopt.instance import Instance, Job
 from palopt.result import PlacementResult
 from palopt.solvers.base import build_result, register
@@ -477,9 +477,12 @@ class HeuristicSolver:
     def solve(
         self, instance: Instance, *, time_limit: float | None = None, seed: int | None = None
     ) -> PlacementResult:
-        """Place the queue. ``time_limit`` is ignored (heuristics take milliseconds)."""
+        """Place the queue. ``time_limit`` is checked, then ignored (heuristics take
+        milliseconds)."""
         started = time.perf_counter()
         seed = check_seed(seed)
+        if time_limit is not None:
+            check_time_limit(time_limit)
         rng = np.random.default_rng(seed)
         fixed = self.variant == "fixed"
         if self.sticky:
