@@ -149,7 +149,10 @@ class MilpSolver(ExactSolver):
         if start is not None:
             for var, value in zip(xs, start, strict=True):
                 var.setInitialValue(int(value))
-        solver = pulp.PULP_CBC_CMD(
+        # PuLP 3.3 deprecates PULP_CBC_CMD for COIN_CMD; the CBC binary bundled with PuLP 2.7-3.x
+        # (pinned below 4 in pyproject.toml) is the one given.
+        solver = pulp.COIN_CMD(
+            path=pulp.PULP_CBC_CMD.pulp_cbc_path,
             msg=False,
             timeLimit=seconds_left(deadline),
             threads=self.workers,
