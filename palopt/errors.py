@@ -1,4 +1,5 @@
-"""Exceptions raised by palopt, and the checks of a seed and a time limit shared by its parts.
+"""Exceptions raised by palopt, and the input checks shared by its parts (a seed, a time limit,
+the fields of a JSON object).
 
 Every error caused by bad input names the offending field and value so that a user can fix the
 input without reading a traceback; the CLI prints the message on one line and exits with code 2.
@@ -7,6 +8,7 @@ input without reading a traceback; the CLI prints the message on one line and ex
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Mapping
 from numbers import Integral, Real
 from typing import Any
 
@@ -122,3 +124,35 @@ def check_time_limit(seconds: Any, field: str = "time_limit") -> float:
     ):
         raise InputError(field, seconds, "must be a positive, finite number of seconds")
     return float(seconds)
+
+
+def check_fields(data: Mapping[str, Any], known: Collection[str], where: str = "") -> None:
+    """Reject a field of ``data`` that is not in ``known``: a misspelt field is an error, not a
+    silently ignored default.
+
+    Parameters
+    ----------
+    data : mapping
+        A parsed JSON object.
+    known : collection of str
+        The fields the format defines.
+    where : str, default ""
+        Prefix of the field's name in the message, e.g. ``"queue[3]."``.
+
+    Raises
+    ------
+    InputError
+        Naming the first unknown field (in sorted order) and listing the known ones.
+
+    Examples
+    --------
+    >>> check_fields({"id": "a", "num_gpu": 2}, ("id", "num_gpus"), "queue[0].")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: queue[0].num_gpu = 2: unknown field; known: id, num_gpus
+    """
+    extra = sorted(set(data) - set(known))
+    if extra:
+        raise InputError(
+            f"{where}{extra[0]}", data[extra[0]], f"unknown field; known: {', '.join(known)}"
+        )

@@ -14,7 +14,9 @@ An instance file::
                  "weight": 1.0, "current_gpus": ["gpu0", "gpu1"]}]
     }
 
-Validation names the bad field and value (:class:`~palopt.errors.InputError`).
+``name``, ``source``, ``licence`` and ``description`` are optional strings; any other field is an
+error (a misspelt ``busy`` would otherwise free the GPUs it lists). Validation names the bad field
+and value (:class:`~palopt.errors.InputError`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_fields
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.topology import Topology, parse_shape
 
@@ -43,6 +45,9 @@ __all__ = [
 ]
 
 FORMAT = "palopt.instance/1"
+META_FIELDS = ("name", "source", "licence", "description")
+FIELDS = ("format", *META_FIELDS, "topology", "classes", "slowdown", "penalties", "busy", "queue")
+JOB_FIELDS = ("id", "num_gpus", "class", "weight", "current_gpus")
 
 
 def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
@@ -113,16 +118,17 @@ def _slowdown_matrix(topo: Topology, classes: tuple[str, ...], spec: Any) -> np.
     return out
 
 
+def _check_meta(data: Mapping[str, Any]) -> None:
+    for key in META_FIELDS:
+        if key in data and not isinstance(data[key], str):
+            raise InputError(key, data[key], "expected a string")
+
+
 def _job_from_dict(topo: Topology, i: int, data: Any) -> Job:
     where = f"queue[{i}]."
     if not isinstance(data, Mapping):
         raise InputError(f"queue[{i}]", data, "expected an object")
-    known = {"id", "num_gpus", "class", "weight", "current_gpus"}
-    extra = sorted(set(data) - known)
-    if extra:
-        raise InputError(
-            f"{where}{extra[0]}", data[extra[0]], f"unknown field; known: {sorted(known)}"
-        )
+    check_fields(data, JOB_FIELDS, where)
     job_id = data.get("id")
     if isinstance(job_id, int) and not isinstance(job_id, bool):
         job_id = str(job_id)
@@ -153,6 +159,8 @@ def instance_from_dict(data: Any) -> Instance:
     fmt = data.get("format")
     if fmt != FORMAT:
         raise InputError("format", fmt, f"expected {FORMAT!r}")
+    check_fields(data, FIELDS)
+    _check_meta(data)
     topo = topology_from_spec(data.get("topology"))
     classes = _require(data, "classes", list, "")
     if not all(isinstance(c, str) for c in classes):
@@ -174,11 +182,26 @@ def instance_from_dict(data: Any) -> Instance:
     return Instance(topo, classes_t, slowdown, penalty, queue, busy)
 
 
-def instance_to_dict(instance: Instance, **meta: Any) -> dict[str, Any]:
+def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
     """The JSON form of an instance (node-link topology, per-class per-tier penalties).
 
-    ``meta`` (e.g. ``name``, ``source``, ``licence``) is stored at the top level.
+    Parameters
+    ----------
+    instance : Instance
+    **meta : str
+        Stored at the top level: any of ``name``, ``source``, ``licence``, ``description``.
+
+    Returns
+    -------
+    dict
+
+    Raises
+    ------
+    InputError
+        For another ``meta`` field, or a value that is not a string.
     """
+    check_fields(meta, META_FIELDS)
+    _check_meta(meta)
     topo = instance.topology
     return {
         "format": FORMAT,
@@ -243,7 +266,7 @@ def load_instance(path: str | Path) -> Instance:
     return instance_from_dict(read_json(path))
 
 
-def save_instance(instance: Instance, path: str | Path, **meta: Any) -> None:
+def save_instance(instance: Instance, path: str | Path, **meta: str) -> None:
     """Write an instance file (see :func:`instance_to_dict`)."""
     Path(path).write_text(
         json.dumps(instance_to_dict(instance, **meta), indent=1) + "\n", encoding="utf-8"
@@ -266,6 +289,7 @@ def instance_schema() -> dict[str, Any]:
         "title": "palopt placement instance",
         "type": "object",
         "required": ["format", "topology", "classes", "slowdown", "penalties", "queue"],
+        "additionalProperties": False,
         "properties": {
             "format": {"const": FORMAT},
             "name": {"type": "string"},

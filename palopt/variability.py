@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 
 from palopt.binning import bin_values
-from palopt.errors import InputError, check_seed
+from palopt.errors import InputError, check_fields, check_seed
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.io import read_json
 from palopt.topology import Topology
@@ -86,6 +86,7 @@ __all__ = [
 ]
 
 PROFILE_FORMAT = "palopt.profile/1"
+PROFILE_FIELDS = ("format", "source", "classes", "gpus", "values", "origin")
 
 #: The artifact's workload classes and the Longhorn application that profiles each
 #: (resnet50 -> classA; BERT, GPT2, DCGAN -> classB; vgg19 -> classC, from BERT;
@@ -280,6 +281,7 @@ class VariabilityProfile:
             raise InputError(where, type(data).__name__, "expected a JSON object")
         if data.get("format") != PROFILE_FORMAT:
             raise InputError(f"{where}.format", data.get("format"), f"expected {PROFILE_FORMAT!r}")
+        check_fields(data, PROFILE_FIELDS, f"{where}.")
         classes = _strings(data, "classes", where)
         gpus = _strings(data, "gpus", where)
         values = data.get("values")

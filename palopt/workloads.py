@@ -7,12 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_fields
 from palopt.io import read_json
 
 __all__ = ["WorkloadModel", "Workloads", "load_workloads", "ARTIFACT_WORKLOADS"]
 
 FORMAT = "palopt.workloads/1"
+FIELDS = ("format", "name", "source", "classes", "models")
+MODEL_FIELDS = ("class", "base_iter_time", "penalties", "profile")
 ARTIFACT_WORKLOADS = Path(__file__).resolve().parent.parent / "models" / "pal-artifact.json"
 
 
@@ -93,6 +95,7 @@ def load_workloads(path: str | Path = ARTIFACT_WORKLOADS) -> Workloads:
             data.get("format") if isinstance(data, dict) else data,
             f"expected {FORMAT!r}",
         )
+    check_fields(data, FIELDS, f"{path}: ")
     classes = data.get("classes")
     if not isinstance(classes, list) or not classes or not all(isinstance(c, str) for c in classes):
         raise InputError(f"{path}: classes", classes, "expected a non-empty list of class names")
@@ -104,6 +107,7 @@ def load_workloads(path: str | Path = ARTIFACT_WORKLOADS) -> Workloads:
         where = f"{path}: models.{name}"
         if not isinstance(spec, dict):
             raise InputError(where, spec, "expected an object")
+        check_fields(spec, MODEL_FIELDS, f"{where}.")
         cls = spec.get("class")
         if cls not in classes:
             raise InputError(f"{where}.class", cls, f"must be one of {', '.join(classes)}")

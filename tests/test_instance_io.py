@@ -149,12 +149,31 @@ def _bad(path: str, value):
         ("busy", ["nope"], "busy"),
         ("classes", ["A", "A"], "classes"),
         ("queue", KeyError, "queue"),
+        ("bussy", ["gpu3"], "bussy"),
+        ("name", 7, "name"),
     ],
 )
 def test_bad_instances_name_field_and_value(path, value, field):
     with pytest.raises(InputError) as err:
         instance_from_dict(_bad(path, value))
     assert err.value.field.startswith(field), str(err.value)
+
+
+def test_the_schema_rejects_what_the_loader_rejects():
+    schema = instance_schema()
+    for path, value in (("bussy", ["gpu3"]), ("name", 7), ("queue/0/colour", "red")):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(_bad(path, value), schema)
+
+
+def test_metadata_is_written_only_under_known_names():
+    inst = small_instance()
+    data = instance_to_dict(inst, name="n", source="s", licence="l", description="d")
+    assert instance_from_dict(data).queue == inst.queue
+    with pytest.raises(InputError, match="seed = 3: unknown field"):
+        instance_to_dict(inst, seed=3)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="name = 3: expected a string"):
+        instance_to_dict(inst, name=3)  # type: ignore[arg-type]
 
 
 def test_disconnected_topology_rejected():

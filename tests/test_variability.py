@@ -351,3 +351,11 @@ def test_assign_profile_with_replacement_fills_a_larger_cluster() -> None:
     for bad in ({"seed": None}, {"seed": 1, "by": "server"}):
         with pytest.raises(InputError, match="replace"):
             assign_profile(p, topo, replace=True, **bad)
+
+
+def test_profile_file_with_an_unknown_field_is_rejected(
+    tmp_path: Path, longhorn: VariabilityProfile
+) -> None:
+    data = {**longhorn.to_dict(), "orgin": list(longhorn.gpus)}
+    with pytest.raises(InputError, match=r"profile\.orgin = .*unknown field"):
+        VariabilityProfile.from_dict(data)
