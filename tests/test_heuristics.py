@@ -410,22 +410,15 @@ def test_pal_many_levels_path_equals_the_walk(seed, servers, per, fixed):
 
 
 @pytest.mark.parametrize("name", [s.name for s in list_solvers()])
-@pytest.mark.parametrize("seed", [-1, 1.5, True])
-def test_every_solver_rejects_a_bad_seed(name: str, seed: object) -> None:
+@pytest.mark.parametrize(
+    "arg, value",
+    [("seed", v) for v in (-1, 1.5, True)]
+    + [("time_limit", v) for v in (-1, 0, float("nan"), float("inf"), "2", True)],
+)
+def test_every_solver_rejects_a_bad_seed_or_time_limit(name: str, arg: str, value: object) -> None:
     topo = build_cluster(1, 1, 4)
     inst = Instance(
         topo, ("A",), np.ones((1, 4)), penalty_matrix(topo, "A", 1.7), (Job("a", 2, "A"),)
     )
-    with pytest.raises(InputError, match="seed = "):
-        get_solver(name).solve(inst, seed=seed)  # type: ignore[arg-type]
-
-
-@pytest.mark.parametrize("name", [s.name for s in list_solvers()])
-@pytest.mark.parametrize("limit", [-1, 0, float("nan"), float("inf"), "2", True])
-def test_every_solver_rejects_a_bad_time_limit(name: str, limit: object) -> None:
-    topo = build_cluster(1, 1, 4)
-    inst = Instance(
-        topo, ("A",), np.ones((1, 4)), penalty_matrix(topo, "A", 1.7), (Job("a", 2, "A"),)
-    )
-    with pytest.raises(InputError, match="time_limit = "):
-        get_solver(name).solve(inst, time_limit=limit)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=f"{arg} = "):
+        get_solver(name).solve(inst, **{arg: value})  # type: ignore[arg-type]
