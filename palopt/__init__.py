@@ -4,6 +4,7 @@ from palopt.binning import bin_values
 from palopt.cost import assert_feasible, check_feasible, evaluate, job_cost
 from palopt.errors import InputError, PaloptError, UnknownSolverError
 from palopt.instance import Instance, Job, penalty_matrix
+from palopt.io import instance_from_dict, instance_to_dict, load_instance, save_instance
 from palopt.result import JobPlacement, PlacementResult
 from palopt.solvers import get_solver, list_solvers, solve
 from palopt.topology import Topology, build_cluster, parse_shape
@@ -27,11 +28,15 @@ __all__ = [
     "check_feasible",
     "evaluate",
     "get_solver",
+    "instance_from_dict",
+    "instance_to_dict",
     "job_cost",
     "list_solvers",
+    "load_instance",
     "load_profile",
     "parse_shape",
     "penalty_matrix",
+    "save_instance",
     "solve",
 ]
 __version__ = "0.1.0"

@@ -10,6 +10,7 @@ import jsonschema
 import numpy as np
 import pytest
 
+import palopt
 from palopt import (
     InputError,
     Instance,
@@ -190,3 +191,11 @@ def test_decreasing_penalty_rejected():
     topo = build_cluster(2, 2, 2)
     with pytest.raises(InputError, match="penalties.A.cluster"):
         Instance(topo, ("A",), np.ones((1, 8)), np.array([[1.0, 2.0, 1.5]]), ())
+
+
+def test_files_round_trip_through_the_top_level_api(tmp_path):
+    inst = small_instance()
+    palopt.save_instance(inst, tmp_path / "i.json", name="small")
+    again = palopt.load_instance(tmp_path / "i.json")
+    assert again.queue == inst.queue and np.array_equal(again.slowdown, inst.slowdown)
+    assert palopt.instance_from_dict(palopt.instance_to_dict(inst)).queue == inst.queue
