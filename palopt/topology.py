@@ -82,18 +82,18 @@ class Topology:
         """Number of GPUs of each server."""
         return np.diff(self.server_start)
 
-    def index(self, gpu_id: str) -> int:
+    def index(self, gpu_id: str, field_name: str = "gpu") -> int:
         """Dense index of a GPU.
 
         Raises
         ------
         InputError
-            If there is no GPU of that name.
+            Naming ``field_name`` if there is no GPU of that name.
         """
-        try:
-            return self._gpu_index[gpu_id]
-        except KeyError:
-            raise InputError("gpu", gpu_id, "no GPU of that id in the topology") from None
+        idx = self._gpu_index.get(gpu_id) if isinstance(gpu_id, str) else None
+        if idx is None:
+            raise InputError(field_name, gpu_id, "no GPU of that id in the topology")
+        return idx
 
     def indices(self, gpu_ids: Iterable[str], field_name: str = "gpus") -> np.ndarray:
         """Dense indices of GPU names, in the given order.
@@ -103,13 +103,7 @@ class Topology:
         InputError
             Naming ``field_name`` if a name is unknown.
         """
-        out = []
-        for name in gpu_ids:
-            idx = self._gpu_index.get(name)
-            if idx is None:
-                raise InputError(field_name, name, "no GPU of that id in the topology")
-            out.append(idx)
-        return np.asarray(out, dtype=np.int64)
+        return np.asarray([self.index(g, field_name) for g in gpu_ids], dtype=np.int64)
 
     def tier_index(self, gpus: Sequence[int] | np.ndarray) -> int:
         """Index (into :attr:`tiers`) of the lowest tier holding all of ``gpus``.
@@ -160,14 +154,13 @@ class Topology:
         edges_key = "edges" if "edges" in data else "links"
         if edges_key not in data:
             raise InputError(field_name, sorted(data), "expected an 'edges' list")
-        try:
-            graph = nx.node_link_graph(
-                {"directed": False, "multigraph": False, "graph": {}, **data}, edges=edges_key
-            )
-        except (KeyError, TypeError, nx.NetworkXError) as exc:
-            raise InputError(
-                field_name, data.get("nodes", [])[:1], f"bad node-link data: {exc}"
-            ) from None
+        _check_items(data["nodes"], ("id",), f"{field_name}.nodes")
+        _check_items(data[edges_key], ("source", "target"), f"{field_name}.{edges_key}")
+        if not isinstance(data.get("graph", {}), dict):
+            raise InputError(f"{field_name}.graph", data["graph"], "expected an object")
+        graph = nx.node_link_graph(
+            {"directed": False, "multigraph": False, "graph": {}, **data}, edges=edges_key
+        )
         return cls.from_graph(graph, field_name=field_name)
 
     @classmethod
@@ -189,8 +182,9 @@ class Topology:
         Raises
         ------
         InputError
-            For an unknown kind or link, a GPU not on exactly one server, an NVLink between
-            servers, a disconnected graph, or switch levels with clashing tier names.
+            For an unknown kind or link, a GPU not on exactly one server, a GPU linked to a
+            switch or to a GPU of another server, an NVLink to a server or switch, a disconnected
+            graph, or switch levels with clashing tier names.
         """
         graph = nx.Graph(graph)
         if graph.number_of_nodes() == 0:
@@ -227,6 +221,13 @@ class Topology:
             if kind[node] != GPU:
                 continue
             hosts = [m for m in graph[node] if kind[m] == SERVER]
+            switch = next((m for m in graph[node] if kind[m] == SWITCH), None)
+            if switch is not None:
+                raise InputError(
+                    f"{field_name}.nodes[{node}]",
+                    switch,
+                    "a GPU links to its server and GPUs only, not to a switch",
+                )
             if len(hosts) != 1:
                 raise InputError(
                     f"{field_name}.nodes[{node}]",
@@ -253,9 +254,15 @@ class Topology:
         island = np.arange(len(gpu_ids), dtype=np.int64)
         nvlinked = nx.Graph()
         for u, v, data in graph.edges(data=True):
+            if kind[u] == GPU and kind[v] == GPU and server_of[u] != server_of[v]:
+                raise InputError(
+                    f"{field_name}.edges[{u}-{v}]",
+                    data["link"],
+                    "a link between two GPUs must join GPUs of the same server",
+                )
             if data["link"] != NVLINK:
                 continue
-            if kind[u] != GPU or kind[v] != GPU or server_of[u] != server_of[v]:
+            if kind[u] != GPU or kind[v] != GPU:
                 raise InputError(
                     f"{field_name}.edges[{u}-{v}]",
                     "nvlink",
@@ -277,6 +284,18 @@ class Topology:
         for arr in (groups, gpu_server, server_start):
             arr.setflags(write=False)
         return cls(graph, gpu_ids, server_ids, tiers, groups, gpu_server, server_start, gpu_index)
+
+
+def _check_items(items: Any, keys: tuple[str, ...], field_name: str) -> None:
+    """Node-link ``nodes`` or ``edges``: a list of objects whose ``keys`` are strings."""
+    if not isinstance(items, list):
+        raise InputError(field_name, items, "expected a list of objects")
+    for i, item in enumerate(items):
+        if not isinstance(item, dict):
+            raise InputError(f"{field_name}[{i}]", item, "expected an object")
+        for key in keys:
+            if not isinstance(item.get(key), str):
+                raise InputError(f"{field_name}[{i}].{key}", item.get(key), "expected a string id")
 
 
 def _gpus_of(graph: nx.Graph, server: str, kind: dict[str, str]) -> Iterable[str]:

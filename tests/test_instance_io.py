@@ -9,6 +9,8 @@ import math
 import jsonschema
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import palopt
 from palopt import (
@@ -199,3 +201,42 @@ def test_files_round_trip_through_the_top_level_api(tmp_path):
     again = palopt.load_instance(tmp_path / "i.json")
     assert again.queue == inst.queue and np.array_equal(again.slowdown, inst.slowdown)
     assert palopt.instance_from_dict(palopt.instance_to_dict(inst)).queue == inst.queue
+
+
+def _paths(node, prefix=()):
+    """Every path into the JSON form (its topology's first nodes and edges included)."""
+    if prefix:
+        yield prefix
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _paths(value, (*prefix, key))
+    elif isinstance(node, list):
+        for i, value in enumerate(node[:4]):
+            yield from _paths(value, (*prefix, i))
+
+
+PATHS = list(_paths(as_dict()))
+NODE_IDS = [n["id"] for n in as_dict()["topology"]["nodes"]]
+JUNK = [None, True, 0, -1, 2.5, math.nan, "", "x", [], {}, [None], {"a": 1}, *NODE_IDS]
+
+
+def _set(data, path, value):
+    node = data
+    try:
+        for key in path[:-1]:
+            node = node[key]
+        node[path[-1]] = copy.deepcopy(value)
+    except (KeyError, IndexError, TypeError):
+        pass  # an earlier edit replaced part of the path
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(PATHS), st.sampled_from(JUNK)), min_size=1, max_size=3))
+def test_malformed_instances_raise_only_input_errors(edits):
+    data = as_dict()
+    for path, value in edits:
+        _set(data, path, value)
+    try:
+        instance_from_dict(data)
+    except InputError:
+        pass

@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from palopt import InputError, Topology, build_cluster, parse_shape
+from palopt.topology import KINDS, LINKS
 
 
 def brute_tier(topo: Topology, gpus: list[int]) -> str:
@@ -113,6 +114,8 @@ def test_deeper_switch_tree_and_uneven_depth():
         (lambda g: g.add_node("lost", kind="gpu"), "disconnected"),
         (lambda g: g.add_node("odd", kind="toaster"), "kind"),
         (lambda g: g.add_edge("gpu0", "gpu4", link="nvlink"), "same server"),
+        (lambda g: g.add_edge("gpu0", "gpu4", link="pcie"), "same server"),
+        (lambda g: g.add_edge("gpu0", "rack0", link="network"), "not to a switch"),
         (lambda g: g.add_edge("gpu0", "server1", link="pcie"), "exactly one server"),
         (lambda g: nx.set_edge_attributes(g, {("gpu0", "server0"): "wifi"}, "link"), "link"),
     ],
@@ -122,6 +125,30 @@ def test_invalid_graphs_name_the_problem(mutate, field):
     mutate(g)
     with pytest.raises(InputError, match=field):
         Topology.from_graph(g)
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda d: d.__setitem__("nodes", "gpu0"), "topology.nodes"),
+        (lambda d: d["nodes"].__setitem__(0, 7), "topology.nodes[0]"),
+        (lambda d: d["nodes"][0].__setitem__("id", None), "topology.nodes[0].id"),
+        (lambda d: d["edges"][0].__setitem__("target", ["rack0"]), "topology.edges[0].target"),
+        (lambda d: d.__setitem__("graph", []), "topology.graph"),
+    ],
+)
+def test_malformed_node_link_data_names_the_field(edit, field):
+    data = build_cluster(1, 2, 4).to_node_link()
+    edit(data)
+    with pytest.raises(InputError) as err:
+        Topology.from_node_link(data)
+    assert err.value.field == field, str(err.value)
+
+
+def test_gpu_lookup_rejects_a_name_that_is_not_a_string():
+    topo = build_cluster(1, 2, 4)
+    with pytest.raises(InputError, match="busy = \\['gpu0'\\]: no GPU"):
+        topo.indices([["gpu0"]], "busy")
 
 
 def test_servers_without_switch_rejected():
@@ -144,3 +171,29 @@ def test_single_server_needs_no_switch():
     topo = Topology.from_graph(g)
     assert topo.tiers == ("server",)
     assert all(topo.tier_of(list(c)) == "server" for c in itertools.combinations(range(4), 2))
+
+
+_IDS = [n["id"] for n in build_cluster(2, 2, 2).to_node_link()["nodes"]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(_IDS), st.sampled_from(_IDS), st.sampled_from(LINKS)),
+        max_size=3,
+    ),
+    st.lists(st.tuples(st.sampled_from(_IDS), st.sampled_from(KINDS)), max_size=2),
+    st.sets(st.integers(0, 20), max_size=3),
+)
+def test_rewired_graphs_build_or_raise_input_errors(added, rekinded, dropped):
+    data = build_cluster(2, 2, 2).to_node_link()
+    data["edges"] = [e for i, e in enumerate(data["edges"]) if i not in dropped]
+    data["edges"] += [{"source": u, "target": v, "link": link} for u, v, link in added]
+    kinds = dict(rekinded)
+    for node in data["nodes"]:
+        node["kind"] = kinds.get(node["id"], node["kind"])
+    try:
+        topo = Topology.from_node_link(data)
+    except InputError:
+        return
+    assert topo.n_gpus == len(topo.gpu_ids) and topo.groups.shape[1] == topo.n_gpus
