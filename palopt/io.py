@@ -25,7 +25,7 @@ import json
 import math
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -33,11 +33,15 @@ from palopt.errors import InputError, check_fields
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.topology import Topology, parse_shape
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 __all__ = [
     "FORMAT",
     "instance_from_dict",
     "instance_to_dict",
     "load_instance",
+    "read_csv",
     "read_json",
     "save_instance",
     "topology_from_spec",
@@ -251,6 +255,40 @@ def read_json(path: str | Path) -> Any:
         raise InputError(
             str(path), f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}"
         ) from None
+
+
+def read_csv(path: str | Path, field_name: str | None = None, **options: Any) -> pd.DataFrame:
+    """Read a CSV file with pandas; a file pandas cannot parse is an :class:`InputError`.
+
+    Parameters
+    ----------
+    path : str or Path
+    field_name : str, optional
+        What the error names (default: the path).
+    **options
+        Passed to :func:`pandas.read_csv`.
+
+    Returns
+    -------
+    pandas.DataFrame
+
+    Raises
+    ------
+    InputError
+        For an empty file, or one that is not CSV (bad quoting, ragged rows, not UTF-8).
+    OSError
+        If the file cannot be read.
+    """
+    import pandas as pd  # only needed to read files; keeps `import palopt` light
+
+    name = str(path) if field_name is None else field_name
+    try:
+        return pd.read_csv(path, **options)
+    except pd.errors.EmptyDataError:
+        raise InputError(name, str(path), "the file is empty (no header line)") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        problem = str(exc).splitlines()[0][:120]
+        raise InputError(name, str(path), f"not a readable CSV file: {problem}") from None
 
 
 def load_instance(path: str | Path) -> Instance:

@@ -67,7 +67,7 @@ import numpy as np
 from palopt.binning import bin_values
 from palopt.errors import InputError, check_fields, check_seed
 from palopt.instance import Instance, Job, penalty_matrix
-from palopt.io import read_json
+from palopt.io import read_csv, read_json
 from palopt.topology import Topology
 
 __all__ = [
@@ -402,12 +402,7 @@ def read_measurements(
             classes,
             f"expected one class name per value column ({len(value_columns)})",
         )
-    try:
-        df = pd.read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
-    except pd.errors.EmptyDataError:
-        raise InputError(name, "", "the file is empty (no header line)") from None
-    except pd.errors.ParserError as exc:
-        raise InputError(name, str(exc).splitlines()[0][:80], "not a readable CSV file") from None
+    df = read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
     for col in id_columns + value_columns:
         if col not in df.columns:
             raise InputError(
@@ -506,13 +501,8 @@ def load_artifact_table(path: str | Path) -> VariabilityProfile:
     InputError
         If the file has no ``GPU_ID`` or no ``PerfVar_`` column, or a bad value.
     """
-    import pandas as pd  # only needed to read files; keeps `import palopt` light
-
     path = Path(path)
-    try:
-        header = pd.read_csv(path, nrows=0).columns
-    except pd.errors.EmptyDataError:
-        raise InputError(str(path), "", "the file is empty (no header line)") from None
+    header = read_csv(path, nrows=0).columns
     cols = [c for c in header if str(c).startswith("PerfVar_")]
     if not cols:
         raise InputError(f"{path}: column", "PerfVar_*", "no PerfVar_<class> column")

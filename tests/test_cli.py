@@ -84,6 +84,28 @@ def test_unreadable_inputs_exit_2(tmp_path, capsys):
     assert "line 2" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    "text, problem",
+    [("", "the file is empty"), ('job_id,num_gpus\n"0,1\n', "not a readable CSV file")],
+)
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["simulate", "--correlated", "0.5", "--no-plots", "--trace"],
+        ["simulate", "--trace", "TRACE", "--no-plots", "--profile"],
+        ["profile", "import", "--id", "gpu", "--value", "t", "-o", "OUT", "--"],
+    ],
+)
+def test_unparseable_csv_exit_2_one_line(tmp_path, capsys, artifact_dir, args, text, problem):
+    bad = tmp_path / "bad.csv"
+    bad.write_text(text, encoding="utf-8")
+    trace = artifact_dir / "traces" / "sia-philly-workload-1.csv"
+    subst = {"TRACE": str(trace), "OUT": str(tmp_path / "p.json")}
+    assert main([subst.get(a, a) for a in args] + [str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert problem in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_unknown_solver_and_option_exit_2(instance_file, capsys):
     assert main(["solve", str(instance_file), "--solver", "magic"]) == 2
     assert "valid solvers: " in capsys.readouterr().err

@@ -87,6 +87,13 @@ def test_artifact_table_errors(tmp_path: Path) -> None:
         load_artifact_table(write(tmp_path / "t.csv", "GPU_ID,x\n0,1.0\n"))
     with pytest.raises(InputError, match="empty"):
         load_artifact_table(write(tmp_path / "e.csv", ""))
+    with pytest.raises(InputError, match="not a readable CSV file"):
+        load_artifact_table(write(tmp_path / "q.csv", 'GPU_ID,"PerfVar_A\n0,1.0\n'))
+    latin = tmp_path / "l.csv"
+    latin.write_bytes("GPU_ID,PerfVar_A\n0,1.0\nné,1.1\n".encode("latin-1"))
+    for load in (load_artifact_table, lambda p: read_measurements(p, ["GPU_ID"], ["PerfVar_A"])):
+        with pytest.raises(InputError, match="not a readable CSV file"):
+            load(latin)
 
 
 def test_profile_json_round_trip(tmp_path: Path, longhorn: VariabilityProfile) -> None:

@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 
 from palopt.errors import InputError
+from palopt.io import read_csv
 from palopt.sim.engine import SimConfig, simulate
 from palopt.sim.metrics import summary
 from palopt.sim.profile import ClusterProfile, load_profile
@@ -82,7 +83,7 @@ def _cluster(profile: str, shape: str, seed: int) -> tuple[Topology, ClusterProf
     if profile.endswith(".json"):
         return topo, load_profile(profile, topo, seed)
     per_server = int(topo.server_sizes[0])
-    rows = len(pd.read_csv(profile))
+    rows = len(read_csv(profile, "profile"))
     if rows >= topo.n_gpus or rows % per_server:
         return topo, load_profile(profile, topo)
     base = load_profile(profile, build_cluster(1, rows // per_server, per_server))

@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from palopt import variability
 from palopt.errors import InputError, check_seed
 from palopt.instance import require_positive
+from palopt.io import read_csv
 from palopt.topology import Topology
 
 __all__ = ["ClusterProfile", "load_profile", "correlated_profile"]
@@ -87,10 +87,7 @@ def load_profile(
             profile = variability.assign_profile(profile, topology, seed, missing="median")
         rank = variability.bin_profile(profile, binning)
         return ClusterProfile(profile.classes, rank, profile.values)
-    try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError("profile", str(path), f"not a readable CSV file: {exc}") from None
+    df = read_csv(path, "profile")
     classes = tuple(c[len("PerfVar_") :] for c in df.columns if c.startswith("PerfVar_"))
     if not classes:
         raise InputError("profile.columns", list(df.columns), "no PerfVar_<class> column")

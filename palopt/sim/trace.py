@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from palopt.errors import InputError, check_seed
+from palopt.io import read_csv
 from palopt.workloads import Workloads, load_workloads
 
 __all__ = [
@@ -97,10 +97,7 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
     'classC'
     """
     workloads = workloads or load_workloads()
-    try:
-        df = pd.read_csv(path)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise InputError("trace", str(path), f"not a readable CSV file: {exc}") from None
+    df = read_csv(path, "trace")
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(
