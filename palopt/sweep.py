@@ -38,7 +38,7 @@ from typing import Any
 
 import pandas as pd
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_fields
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -73,7 +73,7 @@ def load_grid(path: str | Path) -> SweepSpec:
     path = Path(path)
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise InputError(str(path), "toml", f"invalid TOML: {exc}") from None
     unknown = sorted(set(data) - {"sweep", "grid", "fixed"})
     if unknown:
@@ -90,14 +90,20 @@ def load_grid(path: str | Path) -> SweepSpec:
         if not isinstance(values, list) or not values:
             raise InputError(f"{path}: grid.{key}", values, "expected a non-empty list")
         axes[key] = tuple(values)
-    fixed = data.get("fixed", {})
+    fixed, meta = data.get("fixed", {}), data.get("sweep", {})
+    for table, value in (("fixed", fixed), ("sweep", meta)):
+        if not isinstance(value, dict):
+            raise InputError(f"{path}: [{table}]", value, "expected a table")
     clash = sorted(set(fixed) & set(axes))
     if clash:
         raise InputError(f"{path}: fixed.{clash[0]}", fixed[clash[0]], "also a grid axis")
-    meta = data.get("sweep", {})
+    check_fields(meta, ("out", "format", "baseline"), f"{path}: sweep.")
     fmt = meta.get("format", "csv")
     if fmt not in ("csv", "parquet"):
         raise InputError(f"{path}: sweep.format", fmt, "must be 'csv' or 'parquet'")
+    for key in ("out", "baseline"):
+        if not isinstance(meta.get(key, ""), str):
+            raise InputError(f"{path}: sweep.{key}", meta[key], "expected a string")
     out = path.parent / meta.get("out", f"runs/{path.stem}")
     return SweepSpec(axes, fixed, out, fmt, meta.get("baseline"))
 

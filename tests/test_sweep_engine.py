@@ -69,11 +69,23 @@ def test_local_run_is_resumable(tmp_path):
         ("[grid]\nx = [1]\n[extra]\n", "[extra]"),
         ("[grid\n", "invalid TOML"),
         ("[sweep]\nformat = 'xls'\n[grid]\nx = [1]\n", "sweep.format"),
+        ("fixed = 3\n[grid]\nx = [1]\n", "[fixed]"),
+        ("sweep = [1]\n[grid]\nx = [1]\n", "[sweep]"),
+        ("[sweep]\nformats = 'csv'\n[grid]\nx = [1]\n", "sweep.formats"),
+        ("[sweep]\nout = 3\n[grid]\nx = [1]\n", "sweep.out"),
+        ("[sweep]\nbaseline = ['pal']\n[grid]\nx = [1]\n", "sweep.baseline"),
     ],
 )
 def test_bad_grids(tmp_path, body, key):
     with pytest.raises(InputError, match=key.replace("[", r"\[")):
         load_grid(write_grid(tmp_path, body))
+
+
+def test_grid_not_in_utf8(tmp_path):
+    path = tmp_path / "g.toml"
+    path.write_bytes("# né\n[grid]\nx = [1]\n".encode("latin-1"))
+    with pytest.raises(InputError, match="invalid TOML"):
+        load_grid(path)
 
 
 def checked_cell(cell: dict) -> dict:
