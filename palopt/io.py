@@ -43,6 +43,7 @@ __all__ = [
     "load_instance",
     "read_csv",
     "read_json",
+    "read_text",
     "save_instance",
     "topology_from_spec",
     "instance_schema",
@@ -238,17 +239,33 @@ def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
     }
 
 
+def read_text(path: str | Path) -> str:
+    """A UTF-8 text file's contents.
+
+    Raises
+    ------
+    InputError
+        If the file is not UTF-8, naming the file and the first bad byte.
+    OSError
+        If the file cannot be read.
+    """
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputError(str(path), f"byte {exc.start}", "not a UTF-8 text file") from None
+
+
 def read_json(path: str | Path) -> Any:
     """Parse a JSON file.
 
     Raises
     ------
     InputError
-        For invalid JSON, naming the file, line and column.
+        For invalid JSON, naming the file, line and column, or a file not in UTF-8.
     OSError
         If the file cannot be read.
     """
-    text = Path(path).read_text(encoding="utf-8")
+    text = read_text(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:

@@ -39,6 +39,7 @@ from typing import Any
 import pandas as pd
 
 from palopt.errors import InputError, check_fields
+from palopt.io import read_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -72,8 +73,8 @@ def load_grid(path: str | Path) -> SweepSpec:
     """
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        data = tomllib.loads(read_text(path))
+    except tomllib.TOMLDecodeError as exc:
         raise InputError(str(path), "toml", f"invalid TOML: {exc}") from None
     unknown = sorted(set(data) - {"sweep", "grid", "fixed"})
     if unknown:

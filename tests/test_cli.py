@@ -106,6 +106,25 @@ def test_unparseable_csv_exit_2_one_line(tmp_path, capsys, artifact_dir, args, t
     assert problem in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["validate"],
+        ["solve"],
+        ["topology", "show"],
+        ["topology", "build", "--nvidia-smi"],
+        ["topology", "build", "--server", "n1=FILE", "--slurm"],
+        ["sweep"],
+    ],
+)
+def test_files_not_in_utf8_exit_2_one_line(tmp_path, capsys, args):
+    bad = tmp_path / "latin.txt"
+    bad.write_bytes('{"name": "né"}\n'.encode("latin-1"))
+    assert main([a.replace("FILE", str(bad)) for a in args] + [str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "not a UTF-8 text file" in err and len(err.strip().splitlines()) == 1, err
+
+
 def test_unknown_solver_and_option_exit_2(instance_file, capsys):
     assert main(["solve", str(instance_file), "--solver", "magic"]) == 2
     assert "valid solvers: " in capsys.readouterr().err

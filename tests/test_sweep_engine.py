@@ -84,7 +84,7 @@ def test_bad_grids(tmp_path, body, key):
 def test_grid_not_in_utf8(tmp_path):
     path = tmp_path / "g.toml"
     path.write_bytes("# né\n[grid]\nx = [1]\n".encode("latin-1"))
-    with pytest.raises(InputError, match="invalid TOML"):
+    with pytest.raises(InputError, match="not a UTF-8 text file"):
         load_grid(path)
 
 

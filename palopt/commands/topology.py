@@ -6,14 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 from palopt.errors import InputError
 from palopt.hostlist import expand_hostlist
 from palopt.importers.assemble import assemble_topology
 from palopt.importers.nvidia_smi import GpuMatrix, read_nvidia_smi
 from palopt.importers.slurm import read_topology_conf
-from palopt.io import FORMAT, topology_from_spec
+from palopt.io import FORMAT, read_json, topology_from_spec
 from palopt.topology import Topology
 from palopt.topology_view import draw, summarize
 
@@ -129,12 +128,7 @@ def load_topology(path: Path) -> Topology:
     InputError
         For invalid JSON (with line and column) or an invalid topology.
     """
-    try:
-        data: Any = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise InputError(
-            f"{path}:{exc.lineno}", f"column {exc.colno}", f"invalid JSON: {exc.msg}"
-        ) from None
+    data = read_json(path)
     if isinstance(data, dict) and data.get("format") == FORMAT:
         return topology_from_spec(data.get("topology"), f"{path}: topology")
     return topology_from_spec(data, str(path))

@@ -42,6 +42,7 @@ from pathlib import Path
 import networkx as nx
 
 from palopt.errors import InputError
+from palopt.io import read_text
 
 __all__ = ["GpuMatrix", "parse_nvidia_smi", "read_nvidia_smi", "PCIE_CLASSES"]
 
@@ -229,8 +230,8 @@ def read_nvidia_smi(path: str | Path) -> GpuMatrix:
     Raises
     ------
     InputError
-        Naming the file and line of the problem.
+        Naming the file and line of the problem, or a file not in UTF-8.
     OSError
         If the file cannot be read.
     """
-    return parse_nvidia_smi(Path(path).read_text(encoding="utf-8"), str(path))
+    return parse_nvidia_smi(read_text(path), str(path))

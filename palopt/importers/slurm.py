@@ -32,6 +32,7 @@ import networkx as nx
 
 from palopt.errors import InputError
 from palopt.hostlist import expand_hostlist
+from palopt.io import read_text
 
 __all__ = ["SlurmSwitch", "SlurmTree", "parse_topology_conf", "read_topology_conf"]
 
@@ -289,8 +290,8 @@ def read_topology_conf(path: str | Path) -> SlurmTree:
     Raises
     ------
     InputError
-        Naming the file and line of the problem.
+        Naming the file and line of the problem, or a file not in UTF-8.
     OSError
         If the file cannot be read.
     """
-    return parse_topology_conf(Path(path).read_text(encoding="utf-8"), str(path))
+    return parse_topology_conf(read_text(path), str(path))
