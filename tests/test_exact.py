@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
@@ -254,6 +255,29 @@ def test_no_heuristic_beats_the_proven_optimum(inst: Instance) -> None:
             and evaluate(inst, r.assignment()).placed == evaluate(inst, exact.assignment()).placed
         ):
             assert r.objective >= exact.objective - TOL * exact.objective - 1e-9, name
+
+
+@pytest.mark.parametrize("seed", [1, 4, 6])
+def test_exact_solvers_are_exact_at_any_cost_magnitude(seed: int) -> None:
+    # Weights far from 1. With weights of 1e-9 column generation stopped at once and "proved"
+    # the greedy placement optimal, 1-3% above the optimum on these rounds, and the compact
+    # model's costs rounded to 0; with 1e9 they pass the integers doubles hold exactly.
+    rng = np.random.default_rng(seed)
+    topo = build_cluster(2, 2, 4)
+    sd = rng.uniform(0.9, 1.3, (2, 16))
+    sizes = rng.choice([1, 1, 2, 3, 4], 7)
+    queue = tuple(Job(f"j{i}", int(k), str(rng.choice(["A", "B"]))) for i, k in enumerate(sizes))
+    inst = Instance(topo, ("A", "B"), sd, np.array([[1.0, 1.7, 1.7]] * 2), queue)
+    for name, options in EXACT:
+        reference = solve(inst, name, **options)
+        assert reference.status == Status.OPTIMAL
+        for magnitude in (1e-9, 1e-4, 1e9):
+            weighted = replace(inst, queue=tuple(replace(j, weight=magnitude) for j in queue))
+            r = solve(weighted, name, **options)
+            assert_feasible(weighted, r.assignment())
+            assert r.status == Status.OPTIMAL, (name, options, magnitude)
+            assert r.objective / magnitude == pytest.approx(reference.objective, rel=TOL)
+            assert r.bound is not None and r.bound <= r.objective
 
 
 def test_scaling_keeps_the_optimal_placement_on_close_costs() -> None:
