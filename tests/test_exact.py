@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from palopt import Instance, Job, build_cluster, evaluate, solve
 from palopt.cost import assert_feasible, job_cost
+from palopt.errors import InputError
 from palopt.result import Status
 from palopt.solvers import get_solver
 from palopt.solvers.bounds import lower_bound
@@ -278,6 +279,16 @@ def test_exact_solvers_are_exact_at_any_cost_magnitude(seed: int) -> None:
             assert r.status == Status.OPTIMAL, (name, options, magnitude)
             assert r.objective / magnitude == pytest.approx(reference.objective, rel=TOL)
             assert r.bound is not None and r.bound <= r.objective
+
+
+def test_costs_too_far_apart_for_the_integer_model_are_an_input_error() -> None:
+    topo = build_cluster(1, 2, 4)
+    queue = (Job("a", 2, "A", weight=1e-6), Job("b", 2, "A", weight=1e6))
+    inst = Instance(topo, ("A",), np.ones((1, 8)), np.array([[1.0, 1.7, 1.7]]), queue)
+    for name, options in EXACT:
+        with pytest.raises(InputError, match="costs = .*span too wide a range"):
+            solve(inst, name, **options)
+    assert solve(inst, "cpsat", scale=1.0).status == Status.OPTIMAL
 
 
 def test_scaling_keeps_the_optimal_placement_on_close_costs() -> None:
@@ -566,8 +577,6 @@ def test_column_generation_runs_until_the_clock_unless_deterministic(monkeypatch
 
 
 def test_milp_refuses_deterministic_mode() -> None:
-    from palopt.errors import InputError
-
     with pytest.raises(InputError, match="milp.deterministic"):
         get_solver("milp", deterministic=True)
     with pytest.raises(InputError, match="cpsat.deterministic"):
@@ -604,7 +613,6 @@ def test_running_jobs_move_unless_kept() -> None:
 
 
 def test_bad_options_name_the_field() -> None:
-    from palopt.errors import InputError
 
     with pytest.raises(InputError, match="cpsat.mode"):
         get_solver("cpsat", mode="all")

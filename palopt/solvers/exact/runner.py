@@ -71,56 +71,79 @@ DEFAULT_SCALE = 1e6
 FORMULATIONS = ("columns", "compact")
 DEFAULT_GAP = 1e-6
 
-#: Largest scaled cost of all a round's jobs at their dearest: integers up to 2^53 are exact in
-#: the doubles HiGHS and CBC compute with, and CP-SAT's 64-bit sums stay far from overflow.
+#: Largest scaled cost of a round's placements (:func:`normalised`): integers up to 2^53 are
+#: exact in the doubles HiGHS and CBC compute with, and CP-SAT's sums stay far from overflowing
+#: 64 bits.
 MAX_SCALED = 2.0**52
 
 
-def normalised(instance: Instance, scale: float) -> tuple[Instance, float]:
-    """``instance`` with every job's weight times a power of two ``f``, and ``f``.
+def normalised(rnd: Round, scale: float, upper_bound: float) -> tuple[Round, float]:
+    """``rnd`` on its instance with every job's weight times a power of two ``f``, and ``f``.
 
-    ``f`` is the least power of two, ``2^0`` or more, that brings the cheapest cost a queued job
-    can have to at least 1/2, or a smaller one if the dearest costs of all the jobs together
-    would exceed :data:`MAX_SCALED` units of ``1 / scale``. A power of two changes no cost's
-    digits, only its exponent, so every placement keeps its rank and each cost divides back
-    exactly. The exact flow works on costs of about 1 whatever the weights: its tolerances (the
-    LP's, the pricing's, the rounding of costs to ``1 / scale``) are absolute, and with weights of
-    ``1e-9`` column generation stopped at once and "proved" the greedy placement optimal, 1% above
-    the optimum; with weights of ``1e-4`` the rounding alone left proofs 0.1% off.
+    ``f`` is 1 if the cheapest cost an open job can have is at least 1/2 and ``upper_bound``
+    (the cost of a placement of the open jobs, which bounds every cost the models keep) times
+    the number of open jobs fits :data:`MAX_SCALED` units of ``1 / scale``; otherwise the power
+    of two nearest to 1 that makes both true. A power of two changes no cost's digits, only its
+    exponent, so every placement keeps its rank and each cost divides back exactly. The exact
+    flow then works on costs of about 1 whatever the weights: its tolerances (the LP's, the
+    pricing's, the rounding of costs to ``1 / scale``) are absolute, and with weights of ``1e-9``
+    column generation stopped at once and "proved" the greedy placement optimal, 1-3% above the
+    optimum; with weights of ``1e-4`` the rounding alone left proofs 0.06% off.
 
     Parameters
     ----------
-    instance : Instance
+    rnd : Round
+        A round with open jobs.
     scale : float
         The model's cost scale.
+    upper_bound : float
+        The weighted cost of a placement of ``rnd``'s open jobs.
 
     Returns
     -------
-    (Instance, float)
+    (Round, float)
+
+    Raises
+    ------
+    InputError
+        If no power of two makes both true: the costs span too wide a range for the integer
+        model.
 
     Examples
     --------
     >>> import numpy as np
     >>> from palopt import Instance, Job, build_cluster
+    >>> from palopt.solvers.round import make_round
     >>> inst = Instance(build_cluster(1, 1, 4), ("A",), np.ones((1, 4)),
     ...                 np.array([[1.0, 1.7, 1.7]]), (Job("a", 2, "A", weight=1e-4),))
-    >>> weighted, f = normalised(inst, 1e6)
-    >>> f, weighted.queue[0].weight
+    >>> weighted, f = normalised(make_round(inst), 1e6, 1e-4)
+    >>> f, weighted.instance.queue[0].weight
     (8192.0, 0.8192)
     """
-    if not instance.queue:
-        return instance, 1.0
-    weight = np.array([j.weight for j in instance.queue])
-    cls = instance.job_class_indices()
-    cheapest = float((weight * instance.slowdown.min(axis=1)[cls] * instance.penalty[cls, 0]).min())
-    dearest = float((weight * instance.slowdown.max(axis=1)[cls] * instance.penalty[cls, -1]).sum())
-    up = max(0, int(np.ceil(-np.log2(2 * cheapest))))
-    room = int(np.floor(np.log2(MAX_SCALED / (dearest * scale))))
-    f = 2.0 ** min(up, room)
-    if f == 1.0:
-        return instance, f
-    queue = tuple(replace(j, weight=j.weight * f) for j in instance.queue)
-    return replace(instance, queue=queue), f
+    inst = rnd.instance
+    open_ = np.array(rnd.open_positions, dtype=np.int64)
+    cls = inst.job_class_indices()[open_]
+    # Exponents (base 2), free of overflow, of the cheapest cost each open job can have.
+    low = (
+        np.log2([inst.queue[p].weight for p in open_])
+        + np.log2(inst.slowdown.min(axis=1)[cls])
+        + np.log2(inst.penalty[cls, 0])
+    )
+    need = int(np.ceil(-1 - low.min()))  # the cheapest job at 1/2 or more
+    room = int(np.floor(np.log2(MAX_SCALED / scale / len(open_)) - np.log2(upper_bound)))
+    k = min(max(need, 0), room)
+    if k < need:
+        raise InputError(
+            "costs",
+            f"{2 ** low.min():.3g} per job to {upper_bound:.3g} per round",
+            f"span too wide a range for the exact solvers' integer model at scale {scale:g}: "
+            "bring the weights (or penalties) closer together, or lower the scale",
+        )
+    if k == 0:
+        return rnd, 1.0
+    f = 2.0**k
+    queue = tuple(replace(j, weight=j.weight * f) for j in inst.queue)
+    return replace(rnd, instance=replace(inst, queue=queue)), f
 
 
 @dataclass(frozen=True)
@@ -396,9 +419,7 @@ class ExactSolver:
         seed = check_seed(seed) or 0
         settings = {**self.settings(), "time_limit": float(limit), "seed": seed}
         seed %= BACKEND_SEEDS
-        weighted, factor = normalised(instance, self.scale)
-        settings["weight_factor"] = factor
-        rnd = make_round(weighted, self.mode, self.keep_running)
+        rnd = make_round(instance, self.mode, self.keep_running)
         selected = set(rnd.positions)
         reasons = {
             p: "not selected: the round's GPUs are taken by earlier jobs"
@@ -407,6 +428,8 @@ class ExactSolver:
         }
 
         budget = Budget(float(limit), self.deterministic)
+
+        factor = 1.0  # the weights' factor (normalised): bounds are found in its units
 
         def finish(chosen: dict[int, np.ndarray], status: str, bound: float) -> PlacementResult:
             result = build_result(
@@ -424,9 +447,12 @@ class ExactSolver:
         if not rnd.open_positions:
             return finish({}, Status.OPTIMAL, 0.0)
         best = greedy_assignment(rnd)
+        settings["greedy_cost"] = round_cost(instance, best)
+        rnd, factor = normalised(rnd, self.scale, settings["greedy_cost"])
+        settings["weight_factor"] = factor
+        weighted = rnd.instance
         ub = round_cost(weighted, best)
         bound = lower_bound(rnd)
-        settings["greedy_cost"] = ub
         source = "greedy"
         cg = None
         if self.formulation == "columns" and importlib.util.find_spec("highspy") is not None:
