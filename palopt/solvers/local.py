@@ -148,7 +148,7 @@ class _State(Incumbent):
         stays = (self.k[b] == 1) | (self.groups[tb, x] == self.groups[tb, ys])
         delta[~stays] = np.inf
         i = int(np.argmin(delta))
-        if delta[i] >= -1e-12 * max(1.0, float(self.cost[a])):
+        if delta[i] >= -1e-12 * float(self.cost[a]):
             return
         y, bj = int(ys[i]), int(b[i])
         moved = {a: np.where(self.best[a] == x, y, self.best[a])}
@@ -187,7 +187,7 @@ class _State(Incumbent):
         first[np.flatnonzero(~first)[np.unique(owners[~first], return_index=True)[1]]] = True
         pick = order[first][: len(out)]
         gain = self.w[a] * below * self.pen[c, t] - self.cost[a] + delta_b[pick].sum()
-        if len(pick) < len(out) or not gain < -1e-12 * max(1.0, float(self.cost[a])):
+        if len(pick) < len(out) or not gain < -1e-12 * float(self.cost[a]):
             return
         moved = {a: np.concatenate([s[~slow], ys[pick]])}
         for y, x in zip(ys[pick].tolist(), out.tolist(), strict=True):
@@ -241,7 +241,7 @@ class _State(Incumbent):
             on = self.w[js][:, None] * worst[c, :] * self.pen[c[:, None], self.tier[js][None, :]]
             gain = on + on.T - self.cost[js][:, None] - self.cost[js][None, :]
             i = int(np.argmin(gain))
-            if gain.flat[i] < -1e-12 * max(1.0, float(self.cost[js].sum())):
+            if gain.flat[i] < -1e-12 * float(self.cost[js].sum()):
                 a, b = int(js[i // len(js)]), int(js[i % len(js)])
                 self._apply({a: self.best[b], b: self.best[a]})
 

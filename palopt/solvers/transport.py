@@ -87,7 +87,11 @@ def transport(
     h = new_highs()
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = m * n, m + n
-    lp.col_cost_ = cost.ravel().astype(np.float64)
+    # HiGHS's tolerances are absolute: costs of 1e-9 would all look alike. Dividing by a power of
+    # two brings the largest to [1, 2) without changing a digit of any cost.
+    top = float(np.abs(cost).max())
+    unit = float(2.0 ** np.floor(np.log2(top))) if top > 0 else 1.0
+    lp.col_cost_ = (cost / unit).ravel().astype(np.float64)
     lp.col_lower_ = np.zeros(m * n)
     lp.col_upper_ = np.ones(m * n)
     lp.row_lower_ = np.r_[np.asarray(counts, dtype=np.float64), np.zeros(n)]
@@ -99,7 +103,7 @@ def transport(
     lp.a_matrix_.value_ = np.ones(2 * m * n)
     h.passModel(lp)
     h.run()
-    value = float(h.getInfo().objective_function_value)
+    value = unit * float(h.getInfo().objective_function_value)
     if not assign:
         return value, None
     x = np.asarray(h.getSolution().col_value).reshape(m, n) > 0.5
