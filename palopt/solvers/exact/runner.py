@@ -25,7 +25,8 @@
 5. The back end's answer is checked (every row satisfied, the placement feasible). The status is
    ``optimal`` only when proven (the back end proved the exact model, or the placement's cost
    meets the configuration-LP bound), both within the relative tolerance ``gap`` (default
-   ``1e-6``) and the scaling resolution (``jobs / scale``); ``feasible`` carries the best
+   ``1e-6``) and the scaling resolution (``jobs / scale``, on costs brought to about 1 by
+   :func:`normalised`); ``feasible`` carries the best
    valid bound found (the back end's, the column generation's, the subgradient's or the cheap
    bound of :mod:`palopt.solvers.bounds`); ``no solution`` and ``infeasible`` (the back end's word)
    return the greedy placement, as the settings say.
