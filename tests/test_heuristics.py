@@ -413,12 +413,13 @@ def test_pal_many_levels_path_equals_the_walk(seed, servers, per, fixed):
 @pytest.mark.parametrize(
     "arg, value",
     [("seed", v) for v in (-1, 1.5, True)]
-    + [("time_limit", v) for v in (-1, 0, float("nan"), float("inf"), "2", True)],
+    + [("time_limit", v) for v in (-1, 0, float("nan"), float("inf"), "2", True)]
+    + [("instance", v) for v in (None, "instances/longhorn-32gpu.json")],
 )
-def test_every_solver_rejects_a_bad_seed_or_time_limit(name: str, arg: str, value: object) -> None:
+def test_every_solver_rejects_bad_arguments(name: str, arg: str, value: object) -> None:
     topo = build_cluster(1, 1, 4)
     inst = Instance(
         topo, ("A",), np.ones((1, 4)), penalty_matrix(topo, "A", 1.7), (Job("a", 2, "A"),)
     )
     with pytest.raises(InputError, match=f"{arg} = "):
-        get_solver(name).solve(inst, **{arg: value})  # type: ignore[arg-type]
+        get_solver(name).solve(**{"instance": inst, arg: value})  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from palopt.cost import job_placements
-from palopt.errors import UnknownSolverError
+from palopt.errors import InputError, UnknownSolverError, check_seed, check_time_limit
 from palopt.instance import Instance
 from palopt.result import PlacementResult, Status
 
@@ -173,6 +173,29 @@ def solve(
     2
     """
     return get_solver(solver, **config).solve(instance, time_limit=time_limit, seed=seed)
+
+
+def check_arguments(instance: Any, time_limit: Any, seed: Any) -> int | None:
+    """The checks every solver's ``solve`` makes of its arguments; returns the seed.
+
+    Raises
+    ------
+    InputError
+        If ``instance`` is not an :class:`~palopt.instance.Instance`, ``time_limit`` is given
+        and not a positive, finite number, or ``seed`` is given and not a non-negative integer.
+
+    Examples
+    --------
+    >>> check_arguments(None, None, 3)
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: instance = 'NoneType': must be a palopt.Instance
+    """
+    if not isinstance(instance, Instance):
+        raise InputError("instance", type(instance).__name__, "must be a palopt.Instance")
+    if time_limit is not None:
+        check_time_limit(time_limit)
+    return check_seed(seed)
 
 
 def build_result(

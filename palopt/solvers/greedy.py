@@ -30,10 +30,10 @@ from typing import Any
 
 import numpy as np
 
-from palopt.errors import InputError, check_seed, check_time_limit
+from palopt.errors import InputError
 from palopt.instance import Instance
 from palopt.result import PlacementResult
-from palopt.solvers.base import build_result, register
+from palopt.solvers.base import build_result, check_arguments, register
 from palopt.solvers.local import polish
 from palopt.solvers.round import MODES, Round, dense_groups, make_round, round_cost
 from palopt.solvers.transport import transport
@@ -276,9 +276,7 @@ class GreedySolver:
         """Place the round's jobs; ``time_limit`` and ``seed`` are checked, then ignored
         (deterministic)."""
         started = time.perf_counter()
-        check_seed(seed)
-        if time_limit is not None:
-            check_time_limit(time_limit)
+        check_arguments(instance, time_limit, seed)
         rnd = make_round(instance, self.mode, self.keep_running)
         chosen = {**rnd.fixed, **greedy_assignment(rnd)}
         settings: dict[str, Any] = {"mode": self.mode, "keep_running": self.keep_running}

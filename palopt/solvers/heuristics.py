@@ -41,10 +41,10 @@ from typing import Any
 
 import numpy as np
 
-from palopt.errors import InputError, check_seed, check_time_limit
+from palopt.errors import InputError
 from palopt.instance import Instance, Job
 from palopt.result import PlacementResult
-from palopt.solvers.base import build_result, register
+from palopt.solvers.base import build_result, check_arguments, register
 from palopt.solvers.pool import FreePool
 from palopt.solvers.round import admitted_prefix
 
@@ -480,9 +480,7 @@ class HeuristicSolver:
         """Place the queue. ``time_limit`` is checked, then ignored (heuristics take
         milliseconds)."""
         started = time.perf_counter()
-        seed = check_seed(seed)
-        if time_limit is not None:
-            check_time_limit(time_limit)
+        seed = check_arguments(instance, time_limit, seed)
         rng = np.random.default_rng(seed)
         fixed = self.variant == "fixed"
         if self.sticky:

@@ -43,10 +43,10 @@ from typing import Any
 import numpy as np
 
 from palopt.cost import check_feasible
-from palopt.errors import InputError, check_seed, check_time_limit
+from palopt.errors import InputError, check_time_limit
 from palopt.instance import Instance
 from palopt.result import PlacementResult, Status
-from palopt.solvers.base import build_result
+from palopt.solvers.base import build_result, check_arguments
 from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.model import SparseModel, build_model
 from palopt.solvers.exact.refine import reoptimise_regions
@@ -416,8 +416,7 @@ class ExactSolver:
         """Place the round's jobs at minimum weighted cost (see the module documentation)."""
         started = time.perf_counter()
         limit = self.time_limit if time_limit is None else time_limit
-        check_time_limit(limit)
-        seed = check_seed(seed) or 0
+        seed = check_arguments(instance, limit, seed) or 0
         settings = {**self.settings(), "time_limit": float(limit), "seed": seed}
         seed %= BACKEND_SEEDS
         rnd = make_round(instance, self.mode, self.keep_running)
