@@ -1,5 +1,5 @@
-"""Exceptions raised by palopt, and the input checks shared by its parts (a seed, a time limit,
-the fields of a JSON object).
+"""Exceptions raised by palopt, and the input checks shared by its parts (a seed, a time limit, a
+number, a flag, the fields of a JSON object).
 
 Every error caused by bad input names the offending field and value so that a user can fix the
 input without reading a traceback; the CLI prints the message on one line and exits with code 2.
@@ -124,6 +124,56 @@ def check_time_limit(seconds: Any, field: str = "time_limit") -> float:
     ):
         raise InputError(field, seconds, "must be a positive, finite number of seconds")
     return float(seconds)
+
+
+def check_number(value: Any, field: str, low: float = 0.0, inclusive: bool = False) -> float:
+    """``value`` as a ``float``: a finite number above ``low`` (or at ``low``, if ``inclusive``).
+
+    Raises
+    ------
+    InputError
+        For a string, a bool, NaN, infinity, or a value out of range.
+
+    Examples
+    --------
+    >>> check_number(360, "round")
+    360.0
+    >>> check_number("abc", "round")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: round = 'abc': must be a finite number > 0
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, Real)
+        or not math.isfinite(value)
+        or value < low
+        or (value == low and not inclusive)
+    ):
+        raise InputError(
+            field, value, f"must be a finite number {'>=' if inclusive else '>'} {low:g}"
+        )
+    return float(value)
+
+
+def check_flag(value: Any, field: str) -> bool:
+    """``value`` if it is ``True`` or ``False``: ``bool("no")`` is true, so strings are refused.
+
+    Raises
+    ------
+    InputError
+        For anything but a bool.
+
+    Examples
+    --------
+    >>> check_flag("no", "warm_start")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: warm_start = 'no': must be true or false
+    """
+    if not isinstance(value, bool):
+        raise InputError(field, value, "must be true or false")
+    return value
 
 
 def check_fields(data: Mapping[str, Any], known: Collection[str], where: str = "") -> None:

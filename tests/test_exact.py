@@ -620,6 +620,11 @@ def test_bad_options_name_the_field() -> None:
         get_solver("milp", backend="gurobi")
     with pytest.raises(InputError, match="cpsat.colour"):
         get_solver("cpsat", colour=1)
+    for flag in ("keep_running", "warm_start", "deterministic"):
+        with pytest.raises(InputError, match=f"cpsat.{flag} = 'no': must be true or false"):
+            get_solver("cpsat", **{flag: "no"})  # bool("no") is true
+    with pytest.raises(InputError, match="greedy.keep_running = 2: must be true or false"):
+        get_solver("greedy", keep_running=2)
     for limit in (0, -1.0, float("inf"), float("nan"), True):
         with pytest.raises(InputError, match="milp.time_limit"):
             get_solver("milp", time_limit=limit)

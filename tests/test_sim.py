@@ -313,6 +313,16 @@ def test_bad_inputs():
         SimConfig(round_s=0)
     with pytest.raises(InputError):
         SimConfig(completion="sometime")
+    for field, kwargs in (
+        ("round", {"round_s": "360"}),
+        ("restart_cost", {"restart_cost_s": -1}),
+        ("backfill", {"backfill": "no"}),
+        ("extra_jobs", {"extra_jobs": 1}),
+        ("seed", {"seed": 1.5}),
+        ("max_idle_rounds", {"max_idle_rounds": 0}),
+    ):
+        with pytest.raises(InputError, match=f"^{field} = "):
+            SimConfig(**kwargs)  # type: ignore[arg-type]
 
 
 def test_step_by_step_library_use():

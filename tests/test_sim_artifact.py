@@ -178,6 +178,11 @@ def test_simulate_cell_checks_keys(artifact_dir):
         simulate_cell({"data": str(artifact_dir)})
     with pytest.raises(InputError, match="seed = -2"):
         simulate_cell({"data": str(artifact_dir), "workload": 1, "seed": -2})
+    # Values from a grid file are checked, not converted: float("abc") raised a ValueError,
+    # bool("no") was true and int(1.5) was 1.
+    for key, value in (("round", "abc"), ("backfill", "no"), ("seed", 1.5), ("fixed_charge", "y")):
+        with pytest.raises(InputError, match=f"^{key} = "):
+            simulate_cell({"data": str(artifact_dir), "workload": 1, key: value})
     with pytest.raises(InputError, match="extra_seed = -1"):
         SimConfig(extra_seed=-1)
     with pytest.raises(InputError, match="time_limit = inf"):

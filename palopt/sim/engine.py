@@ -33,7 +33,14 @@ from typing import Any
 import numpy as np
 
 from palopt.cost import assert_feasible, job_cost
-from palopt.errors import InputError, PaloptError, check_seed, check_time_limit
+from palopt.errors import (
+    InputError,
+    PaloptError,
+    check_flag,
+    check_number,
+    check_seed,
+    check_time_limit,
+)
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.result import PlacementResult
 from palopt.sim.policies import SchedulingPolicy, get_policy
@@ -117,14 +124,15 @@ class SimConfig:
     max_idle_rounds: int = 10
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.round_s) and self.round_s > 0):
-            raise InputError("round", self.round_s, "must be a positive number of seconds")
+        check_number(self.round_s, "round")
         if self.completion not in ("round", "exact"):
             raise InputError("completion", self.completion, "must be 'round' or 'exact'")
-        if not (math.isfinite(self.restart_cost_s) and self.restart_cost_s >= 0):
-            raise InputError("restart_cost", self.restart_cost_s, "must be >= 0 seconds")
-        if self.extra_rate <= 0:
-            raise InputError("extra_rate", self.extra_rate, "must be positive")
+        check_number(self.restart_cost_s, "restart_cost", inclusive=True)
+        check_number(self.extra_rate, "extra_rate")
+        for flag in ("backfill", "extra_jobs", "shortcuts", "check"):
+            check_flag(getattr(self, flag), flag)
+        if check_seed(self.max_idle_rounds, "max_idle_rounds") == 0:
+            raise InputError("max_idle_rounds", 0, "must be a positive integer")
         check_seed(self.seed)
         check_seed(self.extra_seed, "extra_seed")
         if self.time_limit is not None:

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_flag
 from palopt.io import read_csv
 from palopt.sim.engine import SimConfig, simulate
 from palopt.sim.metrics import summary
@@ -148,16 +148,16 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
         raise InputError("profile", None, "give 'profile' or 'data'")
     profile_path = str(cell["profile"] or data / "sim-64gpu-cluster.csv")  # type: ignore[operator]
     config = SimConfig(
-        round_s=float(cell["round"]),
+        round_s=cell["round"],
         penalties=cell["locality_penalty"],
-        completion=str(cell["completion"]),
-        restart_cost_s=float(cell["restart_cost"]),
-        backfill=bool(cell["backfill"]),
-        extra_jobs=bool(cell["extra_jobs"]),
-        seed=int(cell["seed"]),
+        completion=cell["completion"],
+        restart_cost_s=cell["restart_cost"],
+        backfill=cell["backfill"],
+        extra_jobs=cell["extra_jobs"],
+        seed=cell["seed"],
     )
     topo, profile = _cluster(profile_path, str(cell["cluster"]), config.seed)
-    if cell["fixed_charge"]:
+    if check_flag(cell["fixed_charge"], "fixed_charge"):
         profile = profile.fixed()
     res = simulate(
         topo,

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_flag
 from palopt.instance import Instance
 from palopt.result import PlacementResult
 from palopt.solvers.base import build_result, check_arguments, register
@@ -268,7 +268,7 @@ class GreedySolver:
         if mode not in MODES:
             raise InputError("greedy.mode", mode, f"must be one of {', '.join(MODES)}")
         self.mode = mode
-        self.keep_running = bool(keep_running)
+        self.keep_running = check_flag(keep_running, "greedy.keep_running")
 
     def solve(
         self, instance: Instance, *, time_limit: float | None = None, seed: int | None = None

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from palopt.cost import check_feasible
-from palopt.errors import InputError, check_time_limit
+from palopt.errors import InputError, check_flag, check_time_limit
 from palopt.instance import Instance
 from palopt.result import PlacementResult, Status
 from palopt.solvers.base import build_result, check_arguments
@@ -357,18 +357,16 @@ class ExactSolver:
                 f"{self.name}.formulation", formulation, f"must be one of {', '.join(FORMULATIONS)}"
             )
         self.mode = mode
-        self.keep_running = bool(keep_running)
+        self.keep_running = check_flag(keep_running, f"{self.name}.keep_running")
         self.time_limit = float(time_limit)
         self.workers = workers
         self.scale = float(scale)
-        self.warm_start = bool(warm_start)
+        self.warm_start = check_flag(warm_start, f"{self.name}.warm_start")
         if not (isinstance(gap, (int, float)) and 0 <= gap < 1):
             raise InputError(f"{self.name}.gap", gap, "must be a number in [0, 1)")
         self.formulation = formulation
         self.gap = float(gap)
-        if not isinstance(deterministic, bool):
-            raise InputError(f"{self.name}.deterministic", deterministic, "must be true or false")
-        self.deterministic = deterministic
+        self.deterministic = check_flag(deterministic, f"{self.name}.deterministic")
 
     def settings(self) -> dict[str, Any]:
         """The solver's configuration, as reported in results."""
