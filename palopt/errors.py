@@ -1,5 +1,5 @@
 """Exceptions raised by palopt, and the input checks shared by its parts (a seed, a time limit, a
-number, a flag, the fields of a JSON object).
+number, a count, a flag, the fields of a JSON object).
 
 Every error caused by bad input names the offending field and value so that a user can fix the
 input without reading a traceback; the CLI prints the message on one line and exits with code 2.
@@ -154,6 +154,26 @@ def check_number(value: Any, field: str, low: float = 0.0, inclusive: bool = Fal
             field, value, f"must be a finite number {'>=' if inclusive else '>'} {low:g}"
         )
     return float(value)
+
+
+def check_count(value: Any, field: str) -> int:
+    """``value`` as an ``int`` if it is a positive integer.
+
+    Raises
+    ------
+    InputError
+        For anything else (a bool, a float such as 1.5, a string, zero).
+
+    Examples
+    --------
+    >>> check_count(1.5, "workers")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: workers = 1.5: must be a positive integer
+    """
+    if isinstance(value, bool) or not isinstance(value, Integral) or value < 1:
+        raise InputError(field, value, "must be a positive integer")
+    return int(value)
 
 
 def check_flag(value: Any, field: str) -> bool:

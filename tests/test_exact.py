@@ -625,6 +625,9 @@ def test_bad_options_name_the_field() -> None:
             get_solver("cpsat", **{flag: "no"})  # bool("no") is true
     with pytest.raises(InputError, match="greedy.keep_running = 2: must be true or false"):
         get_solver("greedy", keep_running=2)
+    for key, value in (("scale", float("inf")), ("scale", True), ("gap", False), ("workers", 2.0)):
+        with pytest.raises(InputError, match=f"cpsat.{key} = "):
+            get_solver("cpsat", **{key: value})
     for limit in (0, -1.0, float("inf"), float("nan"), True):
         with pytest.raises(InputError, match="milp.time_limit"):
             get_solver("milp", time_limit=limit)

@@ -180,9 +180,17 @@ def test_simulate_cell_checks_keys(artifact_dir):
         simulate_cell({"data": str(artifact_dir), "workload": 1, "seed": -2})
     # Values from a grid file are checked, not converted: float("abc") raised a ValueError,
     # bool("no") was true and int(1.5) was 1.
-    for key, value in (("round", "abc"), ("backfill", "no"), ("seed", 1.5), ("fixed_charge", "y")):
+    for key, value, cell in (
+        ("round", "abc", {"workload": 1}),
+        ("backfill", "no", {"workload": 1}),
+        ("seed", 1.5, {"workload": 1}),
+        ("fixed_charge", "y", {"workload": 1}),
+        ("workload", 1.5, {}),
+        ("load", "x", {}),
+        ("n_jobs", 0, {"load": 8}),
+    ):
         with pytest.raises(InputError, match=f"^{key} = "):
-            simulate_cell({"data": str(artifact_dir), "workload": 1, key: value})
+            simulate_cell({"data": str(artifact_dir), **cell, key: value})
     with pytest.raises(InputError, match="extra_seed = -1"):
         SimConfig(extra_seed=-1)
     with pytest.raises(InputError, match="time_limit = inf"):

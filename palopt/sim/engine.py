@@ -36,6 +36,7 @@ from palopt.cost import assert_feasible, job_cost
 from palopt.errors import (
     InputError,
     PaloptError,
+    check_count,
     check_flag,
     check_number,
     check_seed,
@@ -131,8 +132,7 @@ class SimConfig:
         check_number(self.extra_rate, "extra_rate")
         for flag in ("backfill", "extra_jobs", "shortcuts", "check"):
             check_flag(getattr(self, flag), flag)
-        if check_seed(self.max_idle_rounds, "max_idle_rounds") == 0:
-            raise InputError("max_idle_rounds", 0, "must be a positive integer")
+        check_count(self.max_idle_rounds, "max_idle_rounds")
         check_seed(self.seed)
         check_seed(self.extra_seed, "extra_seed")
         if self.time_limit is not None:

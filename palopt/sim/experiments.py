@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from palopt.errors import InputError, check_flag
+from palopt.errors import InputError, check_count, check_flag, check_number
 from palopt.io import read_csv
 from palopt.sim.engine import SimConfig, simulate
 from palopt.sim.metrics import summary
@@ -101,7 +101,8 @@ def _cell_trace(cell: Mapping[str, Any], data: Path | None, n_gpus: int) -> tupl
     if data is None:
         raise InputError("data", None, "needed for 'workload' or 'load' cells")
     if cell["workload"] is not None:
-        return _trace(str(data / "traces" / f"sia-philly-workload-{int(cell['workload'])}.csv"))
+        workload = check_count(cell["workload"], "workload")
+        return _trace(str(data / "traces" / f"sia-philly-workload-{workload}.csv"))
     if cell["load"] is None:
         raise InputError("trace", None, "a cell needs 'trace', 'workload' or 'load'")
     if cell["gpu_dist"] == "traces":
@@ -112,11 +113,11 @@ def _cell_trace(cell: Mapping[str, Any], data: Path | None, n_gpus: int) -> tupl
         sizes, probs = SYNERGY_GPU_COUNTS
     else:
         raise InputError("gpu_dist", cell["gpu_dist"], "must be 'synergy' or 'traces'")
-    n = int(cell["n_jobs"])
+    n = check_count(cell["n_jobs"], "n_jobs")
     return synthetic_trace(
         3 * n,
-        float(cell["load"]),
-        int(cell["seed"]),
+        check_number(cell["load"], "load"),
+        cell["seed"],
         sizes,
         probs,
         max_gpus=n_gpus,

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from palopt.cost import check_feasible
-from palopt.errors import InputError, check_flag, check_time_limit
+from palopt.errors import InputError, check_count, check_flag, check_number, check_time_limit
 from palopt.instance import Instance
 from palopt.result import PlacementResult, Status
 from palopt.solvers.base import build_result, check_arguments
@@ -348,10 +348,6 @@ class ExactSolver:
         if mode not in MODES:
             raise InputError(f"{self.name}.mode", mode, f"must be one of {', '.join(MODES)}")
         check_time_limit(time_limit, f"{self.name}.time_limit")
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise InputError(f"{self.name}.workers", workers, "must be a positive integer")
-        if not (isinstance(scale, (int, float)) and scale >= 1):
-            raise InputError(f"{self.name}.scale", scale, "must be a number >= 1")
         if formulation not in FORMULATIONS:
             raise InputError(
                 f"{self.name}.formulation", formulation, f"must be one of {', '.join(FORMULATIONS)}"
@@ -359,13 +355,13 @@ class ExactSolver:
         self.mode = mode
         self.keep_running = check_flag(keep_running, f"{self.name}.keep_running")
         self.time_limit = float(time_limit)
-        self.workers = workers
-        self.scale = float(scale)
+        self.workers = check_count(workers, f"{self.name}.workers")
+        self.scale = check_number(scale, f"{self.name}.scale", low=1, inclusive=True)
         self.warm_start = check_flag(warm_start, f"{self.name}.warm_start")
-        if not (isinstance(gap, (int, float)) and 0 <= gap < 1):
-            raise InputError(f"{self.name}.gap", gap, "must be a number in [0, 1)")
         self.formulation = formulation
-        self.gap = float(gap)
+        self.gap = check_number(gap, f"{self.name}.gap", inclusive=True)
+        if self.gap >= 1:
+            raise InputError(f"{self.name}.gap", gap, "must be a number in [0, 1)")
         self.deterministic = check_flag(deterministic, f"{self.name}.deterministic")
 
     def settings(self) -> dict[str, Any]:
