@@ -30,7 +30,8 @@ class WorkloadModel:
     base_iter_time : float
         Seconds per iteration on a median GPU within one server.
     penalties : float or mapping
-        Locality sensitivity, in a form :func:`palopt.penalty_matrix` accepts.
+        Locality sensitivity as the source measured it, in a form :func:`palopt.penalty_matrix`
+        accepts. A record: the simulator charges ``SimConfig.penalties`` (per class).
     profile : str
         Where the class's profile comes from.
     """
