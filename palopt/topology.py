@@ -158,9 +158,13 @@ class Topology:
         _check_items(data[edges_key], ("source", "target"), f"{field_name}.{edges_key}")
         if not isinstance(data.get("graph", {}), dict):
             raise InputError(f"{field_name}.graph", data["graph"], "expected an object")
-        graph = nx.node_link_graph(
-            {"directed": False, "multigraph": False, "graph": {}, **data}, edges=edges_key
-        )
+        try:
+            graph = nx.node_link_graph(
+                {"directed": False, "multigraph": False, "graph": {}, **data}, edges=edges_key
+            )
+        except (KeyError, TypeError, ValueError, nx.NetworkXError) as exc:
+            # What the checks above leave to networkx, e.g. an unhashable multigraph edge key.
+            raise InputError(field_name, str(exc)[:80], "bad node-link data") from None
         return cls.from_graph(graph, field_name=field_name)
 
     @classmethod

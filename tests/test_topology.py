@@ -135,6 +135,7 @@ def test_invalid_graphs_name_the_problem(mutate, field):
         (lambda d: d["nodes"][0].__setitem__("id", None), "topology.nodes[0].id"),
         (lambda d: d["edges"][0].__setitem__("target", ["rack0"]), "topology.edges[0].target"),
         (lambda d: d.__setitem__("graph", []), "topology.graph"),
+        (lambda d: d.update(multigraph=True) or d["edges"][0].update(key=[]), "topology"),
     ],
 )
 def test_malformed_node_link_data_names_the_field(edit, field):
