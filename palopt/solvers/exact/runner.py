@@ -441,11 +441,11 @@ class ExactSolver:
         if not rnd.open_positions:
             return finish({}, Status.OPTIMAL, 0.0)
         best = greedy_assignment(rnd)
-        settings["greedy_cost"] = round_cost(instance, best)
-        rnd, factor = normalised(rnd, self.scale, settings["greedy_cost"])
-        settings["weight_factor"] = factor
+        greedy_cost = round_cost(instance, best)
+        rnd, factor = normalised(rnd, self.scale, greedy_cost)
+        settings.update(greedy_cost=greedy_cost, weight_factor=factor)
         weighted = rnd.instance
-        ub = round_cost(weighted, best)
+        ub = greedy_cost * factor  # exact: a power of two scales every cost and sum exactly
         bound = lower_bound(rnd)
         source = "greedy"
         cg = None
