@@ -2,7 +2,7 @@
 
 Usage (from the project root)::
 
-    python bench/make_instances.py [--data ../shared/data/pal-artifact] [--out instances]
+    python bench/make_instances.py [--data DIR] [--out instances]
 
 Writes, deterministically (fixed seeds below):
 
@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from palopt.instance import Instance, Job
-from palopt.io import save_instance
+from palopt.io import data_dir, save_instance
 from palopt.topology import Topology, build_cluster
 from palopt.variability import assign_profile, build_instance, load_artifact_table, load_longhorn
 from palopt.workloads import load_workloads
@@ -123,7 +123,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Write the instances and the artifact's licence."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--data", type=Path, default=ROOT.parent / "shared" / "data" / "pal-artifact"
+        "--data",
+        type=Path,
+        default=data_dir() / "pal-artifact",
+        help="the pal-artifact data directory (default: $PALOPT_DATA/pal-artifact, else "
+        "../shared/data/pal-artifact beside the checkout)",
     )
     parser.add_argument("--out", type=Path, default=ROOT / "instances")
     args = parser.parse_args(argv)

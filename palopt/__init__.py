@@ -2,7 +2,7 @@
 
 from palopt.binning import bin_values
 from palopt.cost import assert_feasible, check_feasible, evaluate, job_cost
-from palopt.errors import InputError, PaloptError, UnknownSolverError
+from palopt.errors import InfeasiblePlacementError, InputError, PaloptError, UnknownSolverError
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.io import instance_from_dict, instance_to_dict, load_instance, save_instance
 from palopt.result import JobPlacement, PlacementResult
@@ -11,6 +11,7 @@ from palopt.topology import Topology, build_cluster, parse_shape
 from palopt.variability import VariabilityProfile, assign_profile, build_instance, load_profile
 
 __all__ = [
+    "InfeasiblePlacementError",
     "Instance",
     "InputError",
     "Job",

@@ -36,7 +36,9 @@ class _Parser(argparse.ArgumentParser):
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser with every command group registered."""
-    parser = _Parser(prog="palopt", description=__doc__.splitlines()[0] if __doc__ else None)
+    parser = _Parser(
+        prog="palopt", description="Place ML jobs on GPU clusters: solve, simulate, benchmark."
+    )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMAND_MODULES:

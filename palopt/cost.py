@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from palopt.errors import InfeasiblePlacementError
+from palopt.errors import InfeasiblePlacementError, InputError
 from palopt.instance import Instance, Job
 from palopt.result import Action, JobPlacement
 
@@ -54,6 +54,12 @@ def job_cost(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray) -> 
     -------
     CostBreakdown
 
+    Raises
+    ------
+    InputError
+        If ``gpus`` is empty, holds a GPU index outside the topology, or ``job``'s class is not
+        one of the instance's.
+
     Examples
     --------
     >>> import numpy as np
@@ -65,9 +71,17 @@ def job_cost(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray) -> 
     >>> job_cost(inst, inst.queue[0], [1, 2])
     CostBreakdown(cost=1.7999999999999998, slowdown=1.2, tier='rack', penalty=1.5)
     """
+    if job.job_class not in instance.class_index:
+        raise InputError(f"job {job.id!r}.class", job.job_class, "not a class of the instance")
+    index = np.asarray(gpus)
+    n = instance.topology.n_gpus
+    if index.ndim != 1 or not len(index) or not np.issubdtype(index.dtype, np.integer):
+        raise InputError(f"job {job.id!r}.gpus", gpus, "expected a non-empty list of GPU indices")
+    if index.min() < 0 or index.max() >= n:
+        raise InputError(f"job {job.id!r}.gpus", gpus, f"GPU indices are 0 to {n - 1}")
     c = np.array([instance.class_index[job.job_class]])
     cost, sf, tier, pen = set_costs(
-        instance, c, np.asarray(gpus, dtype=np.int64), np.zeros(1, dtype=np.int64)
+        instance, c, index.astype(np.int64), np.zeros(1, dtype=np.int64)
     )
     return CostBreakdown(
         float(cost[0]), float(sf[0]), instance.topology.tiers[int(tier[0])], float(pen[0])
@@ -140,10 +154,34 @@ class Evaluation:
 def evaluate(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> Evaluation:
     """Objective value of an assignment (job id -> GPU indices; absent or empty = unplaced).
 
+    It does not check the rules (see :func:`check_feasible`): GPUs shared by two jobs are
+    charged to both.
+
+    Parameters
+    ----------
+    instance : Instance
+    assignment : mapping
+        Job id -> dense GPU indices. Ids not in the queue are ignored.
+
     Returns
     -------
     Evaluation
         Which queue positions are placed and the weighted sum of their costs.
+
+    Raises
+    ------
+    InputError
+        For a job's GPU list that holds an index outside the topology.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.2, 0.9, 1.0]]),
+    ...                 np.array([[1.0, 1.5, 1.5]]), (Job("a", 1, "A"), Job("b", 2, "A")))
+    >>> e = evaluate(inst, {"b": [2, 3]})
+    >>> e.placed, e.total_cost
+    ((False, True), 1.0)
     """
     placed, total = [], 0.0
     for job in instance.queue:
@@ -158,7 +196,29 @@ def check_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]]) 
     """Every violation of the placement rules, as readable strings (empty if feasible).
 
     Rules: each placed job is a queued job and gets exactly ``num_gpus`` distinct GPUs of the
-    topology, none busy, none given to another job.
+    topology, none busy, none given to another job. The checker shares no code with the solvers.
+
+    Parameters
+    ----------
+    instance : Instance
+    assignment : mapping
+        Job id -> dense GPU indices; an empty list means not placed.
+
+    Returns
+    -------
+    list of str
+        One message per violation; empty if the assignment is feasible.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+    ...                 (Job("a", 1, "A"), Job("b", 1, "A")))
+    >>> check_feasible(inst, {"a": [0], "b": [1]})
+    []
+    >>> check_feasible(inst, {"a": [0], "b": [0]})
+    ["GPU gpu0 given to both 'a' and 'b'"]
     """
     n = instance.topology.n_gpus
     busy = {int(g) for g in np.flatnonzero(instance.busy)}
@@ -192,7 +252,31 @@ def check_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]]) 
 
 
 def assert_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> None:
-    """Raise :class:`InfeasiblePlacementError` listing the violations, if any."""
+    """Raise if the assignment breaks a placement rule (see :func:`check_feasible`).
+
+    Parameters
+    ----------
+    instance : Instance
+    assignment : mapping
+        Job id -> dense GPU indices; an empty list means not placed.
+
+    Raises
+    ------
+    InfeasiblePlacementError
+        Listing every violation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+    ...                 (Job("a", 2, "A"),))
+    >>> assert_feasible(inst, {"a": [0, 1]})
+    >>> assert_feasible(inst, {"a": [0]})
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InfeasiblePlacementError: job 'a' needs 2 GPUs, got 1
+    """
     problems = check_feasible(instance, assignment)
     if problems:
         raise InfeasiblePlacementError("; ".join(problems))

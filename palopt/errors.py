@@ -14,7 +14,20 @@ from typing import Any
 
 
 class PaloptError(Exception):
-    """Base class of every error palopt raises on purpose."""
+    """Base class of every error palopt raises on purpose.
+
+    The command line prints such an error on one line and exits with code 2; a library caller
+    can catch this class to tell palopt's refusals from bugs.
+
+    Examples
+    --------
+    >>> from palopt import get_solver
+    >>> try:
+    ...     get_solver("nonesuch")
+    ... except PaloptError as exc:
+    ...     print(type(exc).__name__)
+    UnknownSolverError
+    """
 
 
 class InputError(PaloptError, ValueError):
@@ -50,7 +63,16 @@ class InputError(PaloptError, ValueError):
 
 
 class UnknownSolverError(PaloptError, KeyError):
-    """A solver name that is not in the registry; the message lists the valid names."""
+    """A solver name that is not in the registry; the message lists the valid names.
+
+    Examples
+    --------
+    >>> from palopt import get_solver
+    >>> get_solver("nonesuch")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.UnknownSolverError: unknown solver 'nonesuch'; valid solvers: ...
+    """
 
     def __str__(self) -> str:
         return str(self.args[0])

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -154,10 +155,32 @@ def _job_from_dict(topo: Topology, i: int, data: Any) -> Job:
 def instance_from_dict(data: Any) -> Instance:
     """Build and validate an :class:`Instance` from the JSON form.
 
+    Parameters
+    ----------
+    data : dict
+        The parsed JSON of a ``palopt.instance/1`` file (see the module documentation).
+
+    Returns
+    -------
+    Instance
+
     Raises
     ------
     InputError
         Naming the bad field and value.
+
+    Examples
+    --------
+    >>> inst = instance_from_dict({
+    ...     "format": "palopt.instance/1", "topology": {"shape": "2x2"}, "classes": ["A"],
+    ...     "slowdown": {"A": [1.0, 1.1, 1.0, 1.2]}, "penalties": 1.7,
+    ...     "queue": [{"id": "j1", "num_gpus": 2, "class": "A"}]})
+    >>> inst.topology.n_gpus, inst.queue[0].id
+    (4, 'j1')
+    >>> instance_from_dict({"format": "palopt.instance/1", "topology": {"shape": "2x0"}})
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: topology.shape = '2x0': must be a positive integer
     """
     if not isinstance(data, Mapping):
         raise InputError("instance", type(data).__name__, "expected a JSON object")
@@ -199,11 +222,24 @@ def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
     Returns
     -------
     dict
+        What :func:`instance_from_dict` reads back into an equal instance.
 
     Raises
     ------
     InputError
         For another ``meta`` field, or a value that is not a string.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+    ...                 (Job("a", 2, "A"),))
+    >>> data = instance_to_dict(inst, name="tiny")
+    >>> data["name"], data["penalties"]
+    ('tiny', {'A': {'server': 1.0, 'rack': 1.0, 'cluster': 1.0}})
+    >>> instance_from_dict(data).queue == inst.queue
+    True
     """
     check_fields(meta, META_FIELDS)
     _check_meta(meta)
@@ -237,6 +273,26 @@ def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
             for j in instance.queue
         ],
     }
+
+
+def data_dir() -> Path:
+    """The folder of the shared input data (the PAL artifact's files in ``pal-artifact/``).
+
+    Returns
+    -------
+    Path
+        ``$PALOPT_DATA`` if set, else ``../shared/data`` beside the checkout palopt runs from.
+
+    Examples
+    --------
+    >>> artifact = data_dir() / "pal-artifact"   # the files the tests and benchmark read
+    >>> artifact.name
+    'pal-artifact'
+    """
+    env = os.environ.get("PALOPT_DATA")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 def read_text(path: str | Path) -> str:
@@ -311,6 +367,15 @@ def read_csv(path: str | Path, field_name: str | None = None, **options: Any) ->
 def load_instance(path: str | Path) -> Instance:
     """Read and validate an instance file.
 
+    Parameters
+    ----------
+    path : str or Path
+        A ``palopt.instance/1`` JSON file (see :func:`instance_from_dict`).
+
+    Returns
+    -------
+    Instance
+
     Raises
     ------
     InputError
@@ -322,7 +387,34 @@ def load_instance(path: str | Path) -> Instance:
 
 
 def save_instance(instance: Instance, path: str | Path, **meta: str) -> None:
-    """Write an instance file (see :func:`instance_to_dict`)."""
+    """Write an instance file (UTF-8 JSON; see :func:`instance_to_dict`).
+
+    Parameters
+    ----------
+    instance : Instance
+    path : str or Path
+    **meta : str
+        Any of ``name``, ``source``, ``licence``, ``description``.
+
+    Raises
+    ------
+    InputError
+        For another ``meta`` field, or a value that is not a string (nothing is written).
+    OSError
+        If the file cannot be written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+    ...                 (Job("a", 2, "A"),))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     save_instance(inst, f"{folder}/copy.json", name="copy")
+    ...     load_instance(f"{folder}/copy.json").queue == inst.queue
+    True
+    """
     Path(path).write_text(
         json.dumps(instance_to_dict(instance, **meta), indent=1) + "\n", encoding="utf-8"
     )
@@ -338,6 +430,14 @@ def instance_schema() -> dict[str, Any]:
         ]
     }
     tier_map = {"type": "object", "additionalProperties": number}
+    edges = {  # networkx writes "edges" (3.4 and later) or "links"; either key is read
+        "type": "array",
+        "items": {
+            "type": "object",
+            "required": ["source", "target", "link"],
+            "properties": {"link": {"enum": ["nvlink", "pcie", "network"]}},
+        },
+    }
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://palopt.invalid/schema/instance-1.json",
@@ -363,6 +463,7 @@ def instance_schema() -> dict[str, Any]:
                     {
                         "type": "object",
                         "required": ["nodes"],
+                        "anyOf": [{"required": ["edges"]}, {"required": ["links"]}],
                         "properties": {
                             "nodes": {
                                 "type": "array",
@@ -377,14 +478,8 @@ def instance_schema() -> dict[str, Any]:
                                     },
                                 },
                             },
-                            "edges": {
-                                "type": "array",
-                                "items": {
-                                    "type": "object",
-                                    "required": ["source", "target", "link"],
-                                    "properties": {"link": {"enum": ["nvlink", "pcie", "network"]}},
-                                },
-                            },
+                            "edges": edges,
+                            "links": edges,
                         },
                     },
                 ]

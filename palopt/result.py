@@ -51,6 +51,12 @@ class JobPlacement:
         Locality penalty of that tier for the job's class.
     reason : str or None
         Why the job is not placed.
+
+    Examples
+    --------
+    >>> p = JobPlacement("j", (4, 5), Action.START, 1.7, 1.0, "rack", 1.7)
+    >>> p.placed, JobPlacement("k", (), Action.WAIT, reason="no room").placed
+    (True, False)
     """
 
     job_id: str
@@ -127,6 +133,20 @@ class PlacementResult:
         Seconds spent in the solver.
     settings : dict
         The solver's configuration (seed, options, time limit).
+    gap : float or None
+        ``(objective - bound) / objective`` when there is a bound (a property).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster, solve
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 1, "A"), Job("b", 2, "A")))
+    >>> r = solve(inst, "cpsat")
+    >>> r.status, r.n_placed, r.gap, r.assignment()
+    ('optimal', 2, 0.0, {'a': (0,), 'b': (2, 3)})
+    >>> r.to_dict(inst)["jobs"][1]["gpus"]
+    ['gpu2', 'gpu3']
     """
 
     placements: tuple[JobPlacement, ...]
@@ -148,17 +168,47 @@ class PlacementResult:
         return max(0.0, (self.objective - self.bound) / abs(self.objective))
 
     def assignment(self) -> dict[str, tuple[int, ...]]:
-        """Job id -> GPU indices, for placed jobs only."""
+        """The placed jobs' GPUs.
+
+        Returns
+        -------
+        dict
+            Job id -> dense GPU indices, for placed jobs only (what
+            :func:`palopt.cost.check_feasible` takes).
+        """
         return {p.job_id: p.gpus for p in self.placements if p.gpus}
 
     def to_frame(self, instance: Instance) -> Any:
-        """One row per job as a pandas DataFrame (see :func:`palopt.export.to_frame`)."""
+        """One row per job as a pandas DataFrame (see :func:`palopt.export.to_frame`).
+
+        Parameters
+        ----------
+        instance : Instance
+            The instance solved (for GPU and server names and job classes).
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
         from palopt.export import to_frame
 
         return to_frame(self, instance)
 
     def to_dict(self, instance: Instance) -> dict[str, Any]:
-        """JSON-ready form with GPU and server names from ``instance``'s topology."""
+        """JSON-ready form (``palopt.result/1``), as ``palopt solve`` prints it.
+
+        Parameters
+        ----------
+        instance : Instance
+            The instance solved: GPUs and servers are named by its topology's ids.
+
+        Returns
+        -------
+        dict
+            The solver, status, objective, bound, gap, counts, time and settings, and per job
+            its action and either its GPUs, servers, cost, slowdown, tier and penalty, or the
+            reason it is not placed.
+        """
         topo = instance.topology
         jobs = []
         for p in self.placements:

@@ -56,6 +56,14 @@ class Topology:
         Server index of each GPU.
     server_start : numpy.ndarray
         GPUs of server ``s`` are ``server_start[s]:server_start[s + 1]``.
+
+    Examples
+    --------
+    >>> topo = build_cluster(racks=2, servers_per_rack=2, gpus_per_server=4)
+    >>> topo.n_gpus, topo.n_servers, topo.tiers
+    (16, 4, ('server', 'rack', 'cluster'))
+    >>> topo.index("gpu5"), topo.server_of(5), topo.tier_of([0, 1]), topo.tier_of([0, 4, 9])
+    (5, 'server1', 'server', 'cluster')
     """
 
     graph: nx.Graph
@@ -445,6 +453,21 @@ def build_cluster(
 
 def parse_shape(shape: str) -> Topology:
     """Build a cluster from a shape string: ``SERVERSxGPUS`` or ``RACKSxSERVERSxGPUS``.
+
+    Parameters
+    ----------
+    shape : str
+        E.g. ``"16x4"`` (16 servers of 4 GPUs, one rack) or ``"2x8x4"`` (2 racks of 8).
+
+    Returns
+    -------
+    Topology
+        As :func:`build_cluster` builds it.
+
+    Raises
+    ------
+    InputError
+        For another form, or a count that is not a positive integer (named ``cluster``).
 
     Examples
     --------

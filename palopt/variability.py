@@ -326,12 +326,31 @@ def save_profile(profile: VariabilityProfile, path: str | Path) -> None:
 def load_profile(path: str | Path) -> VariabilityProfile:
     """Read a profile file.
 
+    Parameters
+    ----------
+    path : str or Path
+        A ``palopt.profile/1`` JSON file, as :func:`save_profile` and ``palopt profile import``
+        write it.
+
+    Returns
+    -------
+    VariabilityProfile
+
     Raises
     ------
     InputError
         For invalid JSON (with line and column) or an invalid profile, naming the file.
     OSError
         If the file cannot be read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> p = VariabilityProfile(("A",), ("g0", "g1"), np.array([[1.0, 1.25]]))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     save_profile(p, f"{folder}/p.json")
+    ...     load_profile(f"{folder}/p.json").values.tolist()
+    [[1.0, 1.25]]
     """
     return VariabilityProfile.from_dict(read_json(path), where=str(path))
 
@@ -706,6 +725,15 @@ def build_instance(
     ------
     InputError
         If the profile does not match the topology or has missing values.
+
+    Examples
+    --------
+    >>> from palopt import Job, build_cluster
+    >>> topo = build_cluster(1, 1, 4)
+    >>> p = VariabilityProfile(("A",), topo.gpu_ids, np.array([[1.0, 1.01, 0.99, 1.4]]))
+    >>> inst = build_instance(p, topo, 1.7, [Job("j", 2, "A")])
+    >>> inst.slowdown.round(3).tolist()   # two levels: the three near-median GPUs share one
+    [[1.0, 1.0, 1.0, 1.4]]
     """
     if profile.gpus != topology.gpu_ids:
         raise InputError(

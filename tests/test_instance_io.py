@@ -70,6 +70,26 @@ def test_cost_parts_by_hand():
     assert evaluate(inst, {"b": [4]}).key > evaluate(inst, {"a": [5, 7]}).key
 
 
+@pytest.mark.parametrize(
+    ("gpus", "message"),
+    [
+        ([], "expected a non-empty list of GPU indices"),
+        ([0.5], "expected a non-empty list of GPU indices"),
+        ([[0, 1]], "expected a non-empty list of GPU indices"),
+        ([0, 8], "GPU indices are 0 to 7"),
+        ([-1], "GPU indices are 0 to 7"),
+    ],
+)
+def test_cost_of_a_bad_gpu_list_is_an_input_error(gpus, message):
+    inst = small_instance()
+    with pytest.raises(InputError, match=message):
+        job_cost(inst, inst.queue[0], gpus)
+    with pytest.raises(InputError, match="job 'a'.gpus"):
+        evaluate(inst, {"a": [0, 99]})
+    with pytest.raises(InputError, match="not a class of the instance"):
+        job_cost(inst, Job("x", 1, "Z"), [0])
+
+
 def test_checker_finds_every_violation():
     inst = small_instance().replace_queue(small_instance().queue)
     busy = Instance(
@@ -167,6 +187,21 @@ def test_the_schema_rejects_what_the_loader_rejects():
     for path, value in (("bussy", ["gpu3"]), ("name", 7), ("queue/0/colour", "red")):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(_bad(path, value), schema)
+
+
+def test_the_schema_and_the_loader_read_node_link_edges_as_edges_or_links():
+    schema = instance_schema()
+    data = as_dict()
+    assert "edges" in data["topology"]
+    jsonschema.validate(data, schema)
+    data["topology"]["links"] = data["topology"].pop("edges")
+    jsonschema.validate(data, schema)
+    assert instance_from_dict(data).topology.n_gpus == small_instance().topology.n_gpus
+    del data["topology"]["links"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, schema)
+    with pytest.raises(InputError, match="expected an 'edges' list"):
+        instance_from_dict(data)
 
 
 def test_metadata_is_written_only_under_known_names():

@@ -204,6 +204,29 @@ def test_simulate_cell_tiles_a_larger_cluster(artifact_dir):
     assert s["jobs"] == 10 and s["avg_jct_h"] > 0
 
 
+@pytest.mark.parametrize(
+    ("options", "name"),
+    [
+        ([], "compat"),
+        (["--extra-jobs"], "extra-jobs"),
+        (["--fixed-charge"], "fixed-charge"),
+        (["--completion", "exact", "--restart-cost", "60"], "exact-restart60"),
+        (
+            ["--completion", "exact", "--restart-cost", "60", "--backfill"],
+            "exact-restart60-backfill",
+        ),
+        (["--restart-cost", "0.5", "--backfill"], "restart0.5-backfill"),
+    ],
+)
+def test_cli_reproduce_names_its_files_by_every_model_option(options, name):
+    # Runs with different model options keep apart: they used to share "realistic" (and
+    # --extra-jobs / --fixed-charge runs "compat"), so --fresh deleted the other's cells.
+    from palopt.cli import build_parser
+    from palopt.commands.simulate import _model_name
+
+    assert _model_name(build_parser().parse_args(["reproduce", "fig10", *options])) == name
+
+
 @pytest.mark.slow
 def test_cli_reproduce_fig10(artifact_dir, tmp_path, capsys):
     rc = main(

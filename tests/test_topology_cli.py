@@ -41,7 +41,7 @@ BUILD = [
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("topo") / "topo.json"
-    assert main([*BUILD, "--out", str(out)]) == 0
+    assert main([*BUILD, "-o", str(out)]) == 0  # the README's form
     return out
 
 

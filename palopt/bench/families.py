@@ -10,7 +10,6 @@ Job sizes and classes are resampled from the Sia-Philly traces (mostly 1 GPU, so
 from __future__ import annotations
 
 import csv
-import os
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +18,7 @@ import numpy as np
 
 from palopt.errors import InputError, check_seed
 from palopt.instance import Instance, Job, penalty_matrix
+from palopt.io import data_dir
 from palopt.topology import Topology, build_cluster
 from palopt.variability import VariabilityProfile, assign_profile, load_artifact_table
 from palopt.workloads import load_workloads
@@ -28,7 +28,6 @@ __all__ = [
     "PROFILES",
     "RACK_GPUS",
     "check_shape",
-    "data_dir",
     "sample_slowdowns",
     "sample_jobs",
     "make_instance",
@@ -40,14 +39,6 @@ CLASSES = ("classA", "classB", "classC", "classD")
 PROFILES = ("longhorn", "synthetic")
 # Locality penalties: the artifact's 1.7 across servers of a rack, more across racks.
 PENALTIES = {"server": 1.0, "rack": 1.7, "cluster": 2.0}
-
-
-def data_dir() -> Path:
-    """The shared data folder: ``$PALOPT_DATA`` or ``../shared/data`` beside the checkout."""
-    env = os.environ.get("PALOPT_DATA")
-    if env:
-        return Path(env)
-    return Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 #: GPUs per rack in every family (a cluster this size or smaller is one rack).

@@ -84,19 +84,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--exact-max-gpus",
         type=int,
         default=256,
-        help="run exact solvers only up to this size; larger rounds use bounds",
+        help="run exact solvers only up to this size; larger rounds use bounds "
+        "(default %(default)s)",
     )
     p.add_argument(
         "--bound-time",
         type=float,
         default=5.0,
-        help="seconds for the Lagrangian bound on rounds above --exact-max-gpus",
+        help="seconds for the Lagrangian bound on rounds above --exact-max-gpus "
+        "(default %(default)g)",
     )
     p.add_argument(
         "--out",
         type=Path,
         default=Path("bench-results"),
-        help="folder for bench.csv, summary.csv and gaps.png",
+        help="folder for bench.csv, summary.csv and gaps.png (default %(default)s)",
     )
     p.add_argument("--no-plot", action="store_true", help="skip the PNG plot")
     p.set_defaults(func=cmd_bench)

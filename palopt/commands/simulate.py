@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from palopt.errors import InputError
+from palopt.io import data_dir
 from palopt.sim.engine import SimConfig, simulate
 from palopt.sim.experiments import (
     fig10_sweep,
@@ -27,8 +28,6 @@ from palopt.sim.trace import load_trace
 from palopt.solvers import get_solver
 from palopt.sweep import run_sweep
 from palopt.topology import parse_shape
-
-DEFAULT_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "pal-artifact"
 
 
 def _json_or_float(text: str) -> float | dict[str, Any]:
@@ -98,7 +97,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         required=True,
         help="CSV: job_id,num_gpus,submit_time,duration(iterations),model",
     )
-    p.add_argument("--cluster", default="16x4", help="SERVERSxGPUS or RACKSxSERVERSxGPUS")
+    p.add_argument(
+        "--cluster", default="16x4", help="SERVERSxGPUS or RACKSxSERVERSxGPUS (default %(default)s)"
+    )
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
         "--profile",
@@ -113,17 +114,34 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="RHO",
         help="synthetic profile, classes A-D correlated with RHO (seeded by --seed)",
     )
-    p.add_argument("--placement", default="pal", help="placement solver (see `palopt solvers`)")
-    p.add_argument("--scheduler", default="fifo", help="fifo, las, srtf or tiresias")
+    p.add_argument(
+        "--placement",
+        default="pal",
+        help="placement solver (see `palopt solvers`; default %(default)s)",
+    )
+    p.add_argument(
+        "--scheduler", default="fifo", help="fifo, las, srtf or tiresias (default %(default)s)"
+    )
     p.add_argument(
         "--locality-penalty",
         type=_json_or_float,
         default=1.7,
         metavar="P",
-        help="P beyond a server, or JSON {tier: p} / {class: {tier: p}}",
+        help="P beyond a server, or JSON {tier: p} / {class: {tier: p}} (default %(default)s)",
     )
-    p.add_argument("--round", type=float, default=360.0, metavar="S", help="round length (s)")
-    p.add_argument("--seed", type=int, default=0, help="seed (random solvers, synthetic data)")
+    p.add_argument(
+        "--round",
+        type=float,
+        default=360.0,
+        metavar="S",
+        help="round length (s; default %(default)g)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=0,
+        help="seed (random solvers, synthetic data; default %(default)s)",
+    )
     p.add_argument("--time-limit", type=float, default=None, help="per-round solver limit (s)")
     p.add_argument("--check", action="store_true", help="check every placement's feasibility")
     p.add_argument(
@@ -138,25 +156,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--data",
         type=Path,
-        default=DEFAULT_DATA,
-        help="the pal-artifact data directory (default: ../shared/data/pal-artifact)",
+        help="the pal-artifact data directory (default: $PALOPT_DATA/pal-artifact, else "
+        "../shared/data/pal-artifact beside the checkout)",
     )
     p.add_argument(
         "--out",
         type=Path,
         default=Path("runs"),
-        help="directory for the table (CSV, text) and plot",
+        help="directory for the table (CSV, text) and plot (default %(default)s)",
     )
     p.add_argument("--workers", type=int, default=None, help="processes (default: CPUs)")
-    p.add_argument("--workloads", default="1-8", help="fig10: e.g. 1-8 or 1,3,6")
+    p.add_argument(
+        "--workloads", default="1-8", help="fig10: e.g. 1-8 or 1,3,6 (default %(default)s)"
+    )
     p.add_argument(
         "--jobs",
         type=int,
         default=200,
-        help="fig13: tracked jobs per trace (as many again before and after)",
+        help="fig13: tracked jobs per trace (as many again before and after; default %(default)s)",
     )
-    p.add_argument("--seeds", type=int, default=1, help="fig13: traces per load")
-    p.add_argument("--loads", default="8,10,12,14", help="fig13: jobs per hour")
+    p.add_argument(
+        "--seeds", type=int, default=1, help="fig13: traces per load (default %(default)s)"
+    )
+    p.add_argument(
+        "--loads", default="8,10,12,14", help="fig13: jobs per hour (default %(default)s)"
+    )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument(
         "--fresh",
@@ -230,15 +254,31 @@ def _int_list(text: str, field: str) -> list[int]:
     return out
 
 
+def _model_name(args: argparse.Namespace) -> str:
+    """The simulation model in output names: ``compat``, or the options that depart from it.
+
+    Runs with different options write different files (``fig10-exact-restart60-backfill-runs.csv``).
+    """
+    parts = (
+        "exact" if args.completion == "exact" else "",
+        f"restart{args.restart_cost:g}" if args.restart_cost else "",
+        "backfill" if args.backfill else "",
+        "extra-jobs" if args.extra_jobs else "",
+        "fixed-charge" if args.fixed_charge else "",
+    )
+    return "-".join(p for p in parts if p) or "compat"
+
+
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run a paper experiment (resumably, see :mod:`palopt.sweep`) and print its table."""
+    if args.data is None:
+        args.data = data_dir() / "pal-artifact"
     if not (args.data / "sim-64gpu-cluster.csv").is_file():
         raise InputError("data", str(args.data), "no sim-64gpu-cluster.csv in this directory")
     for flag, value in (("--seeds", args.seeds), ("--jobs", args.jobs)):
         if value < 1:
             raise InputError(flag, value, "must be at least 1")
-    realistic = args.completion != "round" or args.restart_cost or args.backfill
-    model = "realistic" if realistic else "compat"
+    model = _model_name(args)
     stem = f"{args.figure}-{model}"
     cells = args.out / f"{stem}-cells"
     if args.fresh and cells.exists():

@@ -15,6 +15,7 @@ from palopt.instance import Instance
 from palopt.io import instance_schema, load_instance
 from palopt.result import PlacementResult
 from palopt.solvers import get_solver, list_solvers
+from palopt.solvers.exact.runner import DEFAULT_TIME_LIMIT
 
 
 def _parse_option(text: str) -> tuple[str, Any]:
@@ -32,14 +33,21 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the commands of this module."""
     p = sub.add_parser("solve", help="place an instance's queue and print the placement")
     p.add_argument("instance", type=Path, help="instance JSON file (see `palopt schema`)")
-    p.add_argument("--solver", default="pal", help="solver name (see `palopt solvers`)")
+    p.add_argument(
+        "--solver", default="pal", help="solver name (see `palopt solvers`; default %(default)s)"
+    )
     p.add_argument(
         "--seed",
         type=int,
         default=None,
         help="seed, a non-negative integer (random solvers, exact back ends)",
     )
-    p.add_argument("--time-limit", type=float, default=None, help="seconds (exact solvers)")
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=None,
+        help=f"seconds (exact solvers; default {DEFAULT_TIME_LIMIT:g})",
+    )
     p.add_argument(
         "--option",
         "-o",

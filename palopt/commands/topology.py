@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="nvidia-smi output for these servers (a Slurm host list, e.g. "
         "node[07-08]=dgx.txt); repeatable",
     )
-    p.add_argument("--out", type=Path, help="write here instead of standard output")
+    p.add_argument("--out", "-o", type=Path, help="write here instead of standard output")
     p.set_defaults(func=cmd_build)
 
     p = cmds.add_parser("show", help="summarise a topology (servers, GPUs, tiers, islands)")

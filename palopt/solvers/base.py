@@ -91,6 +91,12 @@ def list_solvers(available_only: bool = True) -> list[SolverInfo]:
     available_only : bool, default True
         Leave out solvers whose optional dependencies are not installed.
 
+    Returns
+    -------
+    list of SolverInfo
+        Each with the solver's ``name``, one-line ``description``, the modules it ``requires``
+        and whether they are ``available``.
+
     Examples
     --------
     >>> "pal" in [s.name for s in list_solvers()]
@@ -109,6 +115,11 @@ def get_solver(name: str, **config: Any) -> Solver:
         Registry name, e.g. ``"pal"``, ``"packed-sticky"``.
     **config
         Solver options (see each solver's documentation).
+
+    Returns
+    -------
+    Solver
+        Its ``solve(instance, time_limit=None, seed=None)`` returns a :class:`PlacementResult`.
 
     Raises
     ------
@@ -161,6 +172,15 @@ def solve(
     Returns
     -------
     PlacementResult
+
+    Raises
+    ------
+    UnknownSolverError
+        If the name is not registered; the message lists the valid names.
+    ImportError
+        If the solver's optional dependencies are missing (the message names the extra).
+    InputError
+        For an invalid option, time limit or seed, or an argument that is not an instance.
 
     Examples
     --------
