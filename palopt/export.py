@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from palopt.errors import InputError
 from palopt.hostlist import compress_hostlist, expand_hostlist
 from palopt.instance import Instance
 from palopt.result import PlacementResult
@@ -21,6 +23,9 @@ __all__ = [
     "slurm_allocations",
     "to_frame",
 ]
+
+#: What a Slurm node (host) name may hold: the host lists of :mod:`palopt.hostlist` read these.
+_NODE_NAME = re.compile(r"[A-Za-z0-9._-]+")
 
 FRAME_COLUMNS = (
     "job",
@@ -127,6 +132,11 @@ def local_index(topology: Topology, gpu: int) -> int:
 def slurm_allocations(result: PlacementResult, instance: Instance) -> list[SlurmAllocation]:
     """The placed jobs of ``result`` as node lists and per-node ``CUDA_VISIBLE_DEVICES``.
 
+    Raises
+    ------
+    InputError
+        If a server of a placed job has a name Slurm cannot take (a space, a bracket, ...).
+
     Examples
     --------
     >>> import numpy as np
@@ -144,7 +154,12 @@ devices=(('server0', '0,1'), ('server1', '0,1')))]
             continue
         per_server: dict[str, list[int]] = {}
         for g in sorted(p.gpus):
-            per_server.setdefault(topo.server_of(g), []).append(local_index(topo, g))
+            server = topo.server_of(g)
+            if not _NODE_NAME.fullmatch(server):
+                raise InputError(
+                    "topology.server", server, "not a Slurm node name (letters, digits, . _ -)"
+                )
+            per_server.setdefault(server, []).append(local_index(topo, g))
         nodelist = compress_hostlist(per_server)
         devices = tuple(
             (s, ",".join(map(str, sorted(per_server[s])))) for s in expand_hostlist(nodelist)
@@ -156,6 +171,11 @@ devices=(('server0', '0,1'), ('server1', '0,1')))]
 def format_slurm(result: PlacementResult, instance: Instance) -> str:
     """Tab-separated lines ``job, action, nodelist, server=CUDA_VISIBLE_DEVICES;...`` per placed
     job, after a ``#`` header; unplaced jobs follow as ``#`` comments with the reason.
+
+    Raises
+    ------
+    InputError
+        For a job id with a tab or line break, or a server name Slurm cannot take.
 
     Examples
     --------
@@ -169,6 +189,9 @@ def format_slurm(result: PlacementResult, instance: Instance) -> str:
     ['a', 'start', 'server[0-1]', 'server0=0,1;server1=0']
     ['# b', 'wait', 'not placed: needs 2 GPUs, 1 free']
     """
+    for p in result.placements:
+        if any(c in p.job_id for c in "\t\r\n"):
+            raise InputError("job id", p.job_id, "a tab or line break would split the line")
     lines = ["# job\taction\tnodelist\tcuda_visible_devices"]
     for a in slurm_allocations(result, instance):
         devices = ";".join(f"{s}={d}" for s, d in a.devices)

@@ -15,11 +15,16 @@ Syntax (the subset of Slurm's that topology files and node lists use):
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from itertools import product
 
 from palopt.errors import InputError
+
+#: The most host names a host list may expand to (a typo such as ``n[0-999999999]`` would
+#: otherwise fill the memory).
+MAX_HOSTS = 2**20
 
 __all__ = ["expand_hostlist", "compress_hostlist"]
 
@@ -59,6 +64,8 @@ def _expand_bracket(body: str) -> list[str]:
         a, b = int(lo), int(hi)
         if a > b:
             raise ValueError(f"bad range {part!r} (start above end)")
+        if b - a >= MAX_HOSTS:
+            raise ValueError(f"range {part!r} names more than {MAX_HOSTS:,} hosts")
         out.extend(str(v).zfill(len(lo)) for v in range(a, b + 1))
     return out
 
@@ -80,7 +87,8 @@ def expand_hostlist(text: str, field_name: str = "hostlist") -> list[str]:
     Raises
     ------
     InputError
-        For an empty item, unbalanced or nested brackets, a non-numeric or decreasing range.
+        For an empty item, unbalanced or nested brackets, a non-numeric or decreasing range, or
+        more than :data:`MAX_HOSTS` names.
 
     Examples
     --------
@@ -96,6 +104,8 @@ def expand_hostlist(text: str, field_name: str = "hostlist") -> list[str]:
                 raise ValueError("empty host name")
             pieces = re.split(r"\[([^\]]*)\]", item)
             choices = [[p] if i % 2 == 0 else _expand_bracket(p) for i, p in enumerate(pieces)]
+            if len(names) + math.prod(map(len, choices)) > MAX_HOSTS:
+                raise ValueError(f"names more than {MAX_HOSTS:,} hosts")
             names.extend("".join(combo) for combo in product(*choices))
     except ValueError as exc:
         raise InputError(field_name, text, f"bad host list: {exc}") from None

@@ -140,15 +140,21 @@ class Instance:
         )
 
 
+#: The largest slowdown, penalty or job weight: a weighted round cost then stays a finite float
+#: (at most 1e36 per job) that the exact solvers' integer scaling can express.
+MAX_FACTOR = 1e12
+
+
 def require_positive(values: np.ndarray, field: Callable[[int, int], str]) -> None:
     """Raise :class:`InputError` for the first entry of a 2-D array that is not a finite
-    positive number; ``field(row, column)`` names it."""
-    bad = ~np.isfinite(values) | (values <= 0)
+    positive number up to :data:`MAX_FACTOR`; ``field(row, column)`` names it."""
+    bad = ~np.isfinite(values) | (values <= 0) | (values > MAX_FACTOR)
     if bad.any():
         r, k = np.argwhere(bad)[0]
-        raise InputError(
-            field(int(r), int(k)), float(values[r, k]), "must be a finite positive number"
-        )
+        raise InputError(field(int(r), int(k)), float(values[r, k]), _FACTOR_RULE)
+
+
+_FACTOR_RULE = f"must be a finite positive number, at most {MAX_FACTOR:g}"
 
 
 def _check_queue(
@@ -177,8 +183,8 @@ def _check_queue(
             raise InputError(
                 f"{where}.class", job.job_class, f"unknown class; known: {', '.join(class_index)}"
             )
-        if not (np.isfinite(job.weight) and job.weight > 0):
-            raise InputError(f"{where}.weight", job.weight, "must be a finite positive number")
+        if not (np.isfinite(job.weight) and 0 < job.weight <= MAX_FACTOR):
+            raise InputError(f"{where}.weight", job.weight, _FACTOR_RULE)
         if job.current_gpus:
             if len(job.current_gpus) != job.num_gpus:
                 raise InputError(

@@ -24,6 +24,8 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,6 +77,7 @@ def topology_from_spec(spec: Any, field_name: str = "topology") -> Topology:
         For an unknown form or an invalid graph.
     """
     if isinstance(spec, Mapping) and "shape" in spec:
+        check_fields(spec, ("shape",), f"{field_name}.")
         if not isinstance(spec["shape"], str):
             raise InputError(f"{field_name}.shape", spec["shape"], "expected a string like '8x4'")
         try:
@@ -314,20 +317,73 @@ def read_text(path: str | Path) -> str:
 def read_json(path: str | Path) -> Any:
     """Parse a JSON file.
 
+    Stricter than :func:`json.loads`, whose leniencies would change what a file means without a
+    word: an object with a key twice (the last would win: ``"busy"`` given twice frees the GPUs
+    the first lists), an integer beyond any float, a string that is not Unicode (a lone
+    surrogate escape, which no output can print), and nesting too deep to parse are errors.
+
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    Any
+        The parsed value.
+
     Raises
     ------
     InputError
-        For invalid JSON, naming the file, line and column, or a file not in UTF-8.
+        For invalid JSON, naming the file, line and column, or a file not in UTF-8, or one of the
+        cases above.
     OSError
         If the file cannot be read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = Path(f"{folder}/x.json").write_text('{"busy": ["gpu0"], "busy": []}')
+    ...     read_json(f"{folder}/x.json")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: .../x.json = 'busy': the key appears twice in one object
     """
     text = read_text(path)
+
+    def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in out:
+                raise InputError(str(path), key, "the key appears twice in one object")
+            out[key] = value
+        return out
+
+    def bounded_int(digits: str) -> int:
+        if len(digits.lstrip("-")) > 300:
+            raise InputError(str(path), f"{digits[:20]}...", "integer too large")
+        return int(digits)
+
     try:
-        return json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys, parse_int=bounded_int)
     except json.JSONDecodeError as exc:
         raise InputError(
             str(path), f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}"
         ) from None
+    except RecursionError:
+        raise InputError(str(path), "nesting", "nested too deeply to read") from None
+    if _SURROGATE.search(text):
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InputError(
+                str(path), exc.object[exc.start : exc.end], "a string escape that is not Unicode"
+            ) from None
+    return data
+
+
+#: A ``\uD800``-``\uDFFF`` escape: a surrogate, valid only in pairs.
+_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def read_csv(path: str | Path, field_name: str | None = None, **options: Any) -> pd.DataFrame:
@@ -356,10 +412,12 @@ def read_csv(path: str | Path, field_name: str | None = None, **options: Any) ->
 
     name = str(path) if field_name is None else field_name
     try:
-        return pd.read_csv(path, **options)
+        with warnings.catch_warnings():  # e.g. a row longer than the header: data would be lost
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            return pd.read_csv(path, **options)
     except pd.errors.EmptyDataError:
         raise InputError(name, str(path), "the file is empty (no header line)") from None
-    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+    except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError) as exc:
         problem = str(exc).splitlines()[0][:120]
         raise InputError(name, str(path), f"not a readable CSV file: {problem}") from None
 
@@ -456,6 +514,7 @@ def instance_schema() -> dict[str, Any]:
                     {
                         "type": "object",
                         "required": ["shape"],
+                        "additionalProperties": False,
                         "properties": {
                             "shape": {"type": "string", "pattern": "^[0-9]+x[0-9]+(x[0-9]+)?$"}
                         },
@@ -463,8 +522,12 @@ def instance_schema() -> dict[str, Any]:
                     {
                         "type": "object",
                         "required": ["nodes"],
-                        "anyOf": [{"required": ["edges"]}, {"required": ["links"]}],
+                        "oneOf": [{"required": ["edges"]}, {"required": ["links"]}],
+                        "additionalProperties": False,
                         "properties": {
+                            "directed": {"type": "boolean"},
+                            "multigraph": {"type": "boolean"},
+                            "graph": {"type": "object"},
                             "nodes": {
                                 "type": "array",
                                 "items": {

@@ -25,6 +25,7 @@ default, or as Ray tasks (``engine="ray"``).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import itertools
 import json
 import logging
@@ -102,6 +103,8 @@ def load_grid(path: str | Path) -> SweepSpec:
     fmt = meta.get("format", "csv")
     if fmt not in ("csv", "parquet"):
         raise InputError(f"{path}: sweep.format", fmt, "must be 'csv' or 'parquet'")
+    if fmt == "parquet" and importlib.util.find_spec("pyarrow") is None:
+        raise ImportError(f"{path}: sweep.format = 'parquet' needs pyarrow (pip install pyarrow)")
     for key in ("out", "baseline"):
         if not isinstance(meta.get(key, ""), str):
             raise InputError(f"{path}: sweep.{key}", meta[key], "expected a string")

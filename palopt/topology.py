@@ -17,6 +17,7 @@ share a group: a few array lookups.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,13 +25,19 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_fields
+
+#: The most GPUs :func:`build_cluster` builds (a shape such as ``100000x100000`` would otherwise
+#: fill the memory before anything else is checked).
+MAX_GPUS = 2**20
 
 __all__ = ["Topology", "build_cluster", "parse_shape"]
 
 GPU, SERVER, SWITCH = "gpu", "server", "switch"
 NVLINK, PCIE, NETWORK = "nvlink", "pcie", "network"
 KINDS = (GPU, SERVER, SWITCH)
+#: The keys of networkx's node-link form (``links`` is its name for ``edges`` before 3.4).
+NODE_LINK_FIELDS = ("directed", "multigraph", "graph", "nodes", "edges", "links")
 LINKS = (NVLINK, PCIE, NETWORK)
 
 
@@ -162,8 +169,23 @@ class Topology:
         edges_key = "edges" if "edges" in data else "links"
         if edges_key not in data:
             raise InputError(field_name, sorted(data), "expected an 'edges' list")
+        check_fields(data, NODE_LINK_FIELDS, f"{field_name}.")
+        if "edges" in data and "links" in data:
+            raise InputError(field_name, "links", "give the edges once, as 'edges' or 'links'")
         _check_items(data["nodes"], ("id",), f"{field_name}.nodes")
         _check_items(data[edges_key], ("source", "target"), f"{field_name}.{edges_key}")
+        # networkx would merge a node given twice, and keep the last of two edges between the
+        # same nodes (an NVLink given, then PCIe, would be no NVLink).
+        seen: set[Any] = set()
+        for what, items, key in (
+            ("nodes", data["nodes"], lambda item: item["id"]),
+            (edges_key, data[edges_key], lambda item: frozenset((item["source"], item["target"]))),
+        ):
+            seen.clear()
+            for i, item in enumerate(items):
+                if key(item) in seen:
+                    raise InputError(f"{field_name}.{what}[{i}]", item, f"given twice in {what}")
+                seen.add(key(item))
         if not isinstance(data.get("graph", {}), dict):
             raise InputError(f"{field_name}.graph", data["graph"], "expected an object")
         try:
@@ -211,6 +233,8 @@ class Topology:
                     f"must be one of {', '.join(KINDS)}",
                 )
         for u, v, data in graph.edges(data=True):
+            if u == v:
+                raise InputError(f"{field_name}.edges[{u}-{v}]", u, "a node linked to itself")
             if data.get("link") not in LINKS:
                 raise InputError(
                     f"{field_name}.edges[{u}-{v}].link",
@@ -339,6 +363,14 @@ def _switch_levels(
             "cannot tell the root switch: mark exactly one with tier 'cluster'",
         )
     net = graph.subgraph([n for n in graph if kind[n] != GPU])
+    if net.number_of_edges() != net.number_of_nodes() - 1:  # connected, so: not a tree
+        cycle = [u for u, _ in nx.find_cycle(net)]
+        raise InputError(
+            f"{field_name}.edges",
+            cycle[:6],
+            "switches and servers must form a tree: these form a loop (a server or switch "
+            "linked to two switches above it?)",
+        )
     depth = nx.single_source_shortest_path_length(net, roots[0])
     parent = dict(nx.bfs_predecessors(net, roots[0]))
     max_depth = max(depth[s] for s in switches)
@@ -346,6 +378,8 @@ def _switch_levels(
     for s in switches:
         d = depth[s]
         tier = graph.nodes[s].get("tier")
+        if tier is not None and not isinstance(tier, str):
+            raise InputError(f"{field_name}.nodes[{s}].tier", tier, "expected a tier name")
         if tier is None:
             tier = "cluster" if d == 0 else ("rack" if d == max_depth else f"level{d}")
         if names[d] not in (None, tier):
@@ -407,7 +441,8 @@ def build_cluster(
     Raises
     ------
     InputError
-        For a non-positive size or an island size that does not divide the server.
+        For a non-positive size, more than :data:`MAX_GPUS` GPUs, or an island size that does
+        not divide the server.
 
     Examples
     --------
@@ -422,6 +457,12 @@ def build_cluster(
     ):
         if not isinstance(value, int) or value < 1:
             raise InputError(name, value, "must be a positive integer")
+    if racks * servers_per_rack * gpus_per_server > MAX_GPUS:
+        raise InputError(
+            "cluster",
+            f"{racks}x{servers_per_rack}x{gpus_per_server}",
+            f"more than {MAX_GPUS:,} GPUs",
+        )
     if nvlink_island is not None and (
         not isinstance(nvlink_island, int) or nvlink_island < 1 or gpus_per_server % nvlink_island
     ):
@@ -476,13 +517,9 @@ def parse_shape(shape: str) -> Topology:
     >>> parse_shape("2x8x4").tiers
     ('server', 'rack', 'cluster')
     """
-    parts = shape.lower().split("x")
-    try:
-        nums = [int(p) for p in parts]
-    except ValueError:
-        raise InputError("cluster", shape, "expected SERVERSxGPUS or RACKSxSERVERSxGPUS") from None
-    if len(nums) == 2:
-        return build_cluster(1, nums[0], nums[1])
-    if len(nums) == 3:
-        return build_cluster(nums[0], nums[1], nums[2])
-    raise InputError("cluster", shape, "expected SERVERSxGPUS or RACKSxSERVERSxGPUS")
+    if not isinstance(shape, str) or not re.fullmatch(r"[0-9]+(x[0-9]+){1,2}", shape.lower()):
+        raise InputError("cluster", shape, "expected SERVERSxGPUS or RACKSxSERVERSxGPUS")
+    nums = [int(p) for p in shape.lower().split("x")]
+    if len(nums) == 2:  # one rack
+        nums.insert(0, 1)
+    return build_cluster(*nums)

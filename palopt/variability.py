@@ -66,7 +66,7 @@ import numpy as np
 
 from palopt.binning import bin_values
 from palopt.errors import InputError, check_fields, check_seed
-from palopt.instance import Instance, Job, penalty_matrix
+from palopt.instance import MAX_FACTOR, Instance, Job, penalty_matrix
 from palopt.io import read_csv, read_json
 from palopt.topology import Topology
 
@@ -157,13 +157,13 @@ class VariabilityProfile:
             raise InputError(
                 "values", values.shape, f"expected shape ({len(classes)}, {len(gpus)})"
             )
-        bad = np.isinf(values) | (values <= 0)
+        bad = np.isinf(values) | (values <= 0) | (values > MAX_FACTOR)
         if bad.any():
             c, g = np.argwhere(bad)[0]
             raise InputError(
                 f"values.{classes[c]}.{gpus[g]}",
                 float(values[c, g]),
-                "must be a finite positive number",
+                f"must be a finite positive number, at most {MAX_FACTOR:g}",
             )
         empty = np.isnan(values).all(axis=1)
         if empty.any():
@@ -355,8 +355,9 @@ def load_profile(path: str | Path) -> VariabilityProfile:
     return VariabilityProfile.from_dict(read_json(path), where=str(path))
 
 
-def _gpu_key(parts: Sequence[str]) -> str:
-    return "-".join(str(int(p)) if _INT.match(p) else p for p in parts)
+def _gpu_parts(parts: Sequence[str]) -> tuple[str, ...]:
+    """A GPU's id parts with numbers unpadded (``07`` and ``7`` are the same node)."""
+    return tuple(str(int(p)) if _INT.match(p) else p for p in parts)
 
 
 def read_measurements(
@@ -412,6 +413,9 @@ def read_measurements(
         raise InputError(f"{name}: id columns", [], "name at least one id column")
     if not value_columns:
         raise InputError(f"{name}: value columns", [], "name at least one value column")
+    for kind, columns in (("id", id_columns), ("value", value_columns)):
+        if len(set(columns)) < len(columns):
+            raise InputError(f"{name}: {kind} columns", columns, "a column is named twice")
     both = sorted(set(id_columns) & set(value_columns))
     if both:
         raise InputError(f"{name}: value columns", both, "also named as id columns")
@@ -437,7 +441,18 @@ def read_measurements(
         row = int(np.argmax(blank))
         col = next(c for c in id_columns if ids[c].iloc[row] == "")
         raise InputError(f"{name}: line {row + 2}, column {col}", "", "empty GPU id")
-    keys = [_gpu_key(parts) for parts in ids.itertuples(index=False, name=None)]
+    parts_of: dict[str, tuple[str, ...]] = {}
+    keys = []
+    for row, raw_parts in enumerate(ids.itertuples(index=False, name=None)):
+        parts = _gpu_parts(raw_parts)
+        key = "-".join(parts)
+        if parts_of.setdefault(key, parts) != parts:  # e.g. ("x-y", "z") and ("x", "y-z")
+            raise InputError(
+                f"{name}: line {row + 2}, columns {','.join(id_columns)}",
+                ",".join(parts),
+                f"gives GPU id {key!r}, as does {','.join(parts_of[key])}",
+            )
+        keys.append(key)
     data = {}
     for col in value_columns:
         raw = df[col].str.strip()

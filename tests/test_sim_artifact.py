@@ -132,6 +132,9 @@ def test_cli_simulate_bad_input(artifact_dir, capsys, args, message):
         (["fig13", "--jobs", "0"], "--jobs = 0"),
         (["fig13", "--loads", "8,0"], "loads = '8,0'"),
         (["fig10", "--workers", "0"], "workers = 0"),
+        (["fig10", "--workloads", "1-2000000000"], "workloads are 1 to 8"),
+        (["fig10", "--workloads", "0,3"], "workloads are 1 to 8"),
+        (["fig10", "--workloads", "1,,3"], "expected numbers like 1-8"),
     ],
 )
 def test_cli_reproduce_bad_input(artifact_dir, tmp_path, capsys, args, message):
@@ -178,6 +181,8 @@ def test_simulate_cell_checks_keys(artifact_dir):
         simulate_cell({"data": str(artifact_dir)})
     with pytest.raises(InputError, match="seed = -2"):
         simulate_cell({"data": str(artifact_dir), "workload": 1, "seed": -2})
+    with pytest.raises(InputError, match="workload = 9: the Sia-Philly workloads are 1 to 8"):
+        simulate_cell({"data": str(artifact_dir), "workload": 9})
     # Values from a grid file are checked, not converted: float("abc") raised a ValueError,
     # bool("no") was true and int(1.5) was 1.
     for key, value, cell in (

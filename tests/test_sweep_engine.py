@@ -81,6 +81,17 @@ def test_bad_grids(tmp_path, body, key):
         load_grid(write_grid(tmp_path, body))
 
 
+def test_parquet_without_pyarrow_is_refused_before_any_cell_runs(tmp_path, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: None if name == "pyarrow" else real(name, *a)
+    )
+    with pytest.raises(ImportError, match="needs pyarrow"):
+        load_grid(write_grid(tmp_path, "[sweep]\nformat = 'parquet'\n[grid]\nx = [1]\n"))
+
+
 def test_grid_not_in_utf8(tmp_path):
     path = tmp_path / "g.toml"
     path.write_bytes("# né\n[grid]\nx = [1]\n".encode("latin-1"))

@@ -1,1 +1,58 @@
 """CLI command groups; each module provides ``register(subparsers)`` (see :mod:`palopt.cli`)."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Iterable
+from pathlib import Path
+
+from palopt.errors import InputError
+
+#: Image formats the drawing options write (matplotlib picks the format from the suffix).
+IMAGE_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
+
+
+def image_path(text: str) -> Path:
+    """An argparse type: a file name whose suffix names one of :data:`IMAGE_FORMATS`.
+
+    Examples
+    --------
+    >>> image_path("topology.svg").name
+    'topology.svg'
+    >>> image_path("topology.txt")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'topology.txt': the suffix must name an image format: png, ...
+    """
+    path = Path(text)
+    if path.suffix.lower().lstrip(".") not in IMAGE_FORMATS:
+        formats = ", ".join(IMAGE_FORMATS)
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: the suffix must name an image format: {formats}"
+        )
+    return path
+
+
+def check_output(out: Path | None, inputs: Iterable[Path | None], flag: str) -> None:
+    """Refuse, before any work, an output file that is one of the inputs or has no folder.
+
+    Raises
+    ------
+    InputError
+        Naming ``flag`` and the path.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile(suffix=".json") as f:
+    ...     check_output(Path(f.name), [Path(f.name)], "--out")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: --out = '...json': is an input file; it would be overwritten
+    """
+    if out is None:
+        return
+    if out.exists() and any(p is not None and p.exists() and out.samefile(p) for p in inputs):
+        raise InputError(flag, str(out), "is an input file; it would be overwritten")
+    if not out.parent.is_dir():
+        raise InputError(flag, str(out), "no such folder")

@@ -126,6 +126,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for g in per_server:
             check_shape(n, g, ("--sizes", "--gpus-per-server"))
     solvers = [SolverSpec.parse(s) for s in args.solvers.split(",") if s]
+    if not solvers:
+        raise InputError("--solvers", args.solvers, "expected comma-separated solver names")
     families = [
         Family(n, g, load, prof)
         for n in sizes

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from palopt.binning import METHODS, bin_values
+from palopt.commands import check_output, image_path
 from palopt.errors import InputError
 from palopt.topology import parse_shape
 from palopt.variability import (
@@ -78,7 +79,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", type=Path, help="profile file (palopt.profile/1 JSON)")
     p.add_argument("--method", choices=METHODS, default="kmeans", help="binning rule")
     p.add_argument("--tol", type=float, default=0.02, help="relative tolerance (kmeans rule)")
-    p.add_argument("--plot", type=Path, metavar="PNG", help="also draw histograms to this file")
+    p.add_argument(
+        "--plot", type=image_path, metavar="PNG", help="also draw histograms to this image file"
+    )
     p.set_defaults(func=cmd_show)
 
     p = cmds.add_parser(
@@ -115,6 +118,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_import(args: argparse.Namespace) -> int:
     """Import a measurement file."""
+    check_output(args.out, [args.file], "--out")
     profile = read_measurements(
         args.file, args.id, args.value, args.classes, normalise=not args.no_normalise
     )
@@ -189,6 +193,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_assign(args: argparse.Namespace) -> int:
     """Assign a profile to a cluster."""
+    check_output(args.out, [args.file], "--out")
     topology = parse_shape(args.cluster)
     profile = assign_profile(load_profile(args.file), topology, args.seed, args.missing, args.by)
     save_profile(profile, args.out)

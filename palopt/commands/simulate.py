@@ -243,14 +243,19 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _int_list(text: str, field: str) -> list[int]:
+def _int_list(text: str, field: str, allowed: range) -> list[int]:
+    """Numbers written like ``1-8`` or ``1,3,6``, each in ``allowed`` (checked before a range is
+    expanded)."""
     out: list[int] = []
-    try:
-        for part in text.split(","):
-            lo, _, hi = part.partition("-")
-            out.extend(range(int(lo), int(hi or lo) + 1))
-    except ValueError:
-        raise InputError(field, text, "expected numbers like 1-8 or 1,3,6") from None
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        try:
+            first, last = int(lo), int(hi or lo)
+        except ValueError:
+            raise InputError(field, text, "expected numbers like 1-8 or 1,3,6") from None
+        if first not in allowed or last not in allowed:
+            raise InputError(field, text, f"{field} are {allowed[0]} to {allowed[-1]}")
+        out.extend(range(first, last + 1))
     return out
 
 
@@ -291,9 +296,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         "fixed_charge": args.fixed_charge,
     }
     if args.figure == "fig10":
-        workloads = _int_list(args.workloads, "workloads")
-        if not workloads or not set(workloads) <= set(range(1, 9)):
-            raise InputError("workloads", args.workloads, "workloads are 1 to 8")
+        workloads = _int_list(args.workloads, "workloads", range(1, 9))
         spec = fig10_sweep(args.data, cells, workloads, **options)
         by, group = "workload", None
     elif args.figure == "fig12":

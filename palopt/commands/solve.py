@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from palopt.commands import check_output
 from palopt.cost import assert_feasible
 from palopt.errors import InputError
 from palopt.export import format_slurm
@@ -117,6 +118,7 @@ def format_result(instance: Instance, result: PlacementResult) -> str:
 
 def cmd_solve(args: argparse.Namespace) -> int:
     """Solve an instance file."""
+    check_output(args.out, [args.instance], "--out")
     instance = load_instance(args.instance)
     options = dict(args.option)
     if args.backend is not None:
@@ -127,15 +129,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
     result = solver.solve(instance, time_limit=args.time_limit, seed=args.seed)
     assert_feasible(instance, result.assignment())
     data = result.to_dict(instance)
+    if args.format == "json":
+        text = json.dumps(data, indent=1)
+    elif args.format == "slurm":
+        text = format_slurm(result, instance)  # may refuse names Slurm cannot take
+    else:
+        text = format_result(instance, result)
     if args.out:
         args.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    if args.format == "json":
-        json.dump(data, sys.stdout, indent=1)
-        print()
-    elif args.format == "slurm":
-        print(format_slurm(result, instance))
-    else:
-        print(format_result(instance, result))
+    print(text)
     return 0
 
 

@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from palopt.commands import check_output, image_path
 from palopt.errors import InputError
 from palopt.hostlist import expand_hostlist
 from palopt.importers.assemble import assemble_topology
@@ -62,7 +63,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = cmds.add_parser("show", help="summarise a topology (servers, GPUs, tiers, islands)")
     p.add_argument("file", type=Path, help="topology JSON or instance JSON")
-    p.add_argument("--png", type=Path, metavar="FILE", help="also draw it into this PNG file")
+    p.add_argument(
+        "--png",
+        type=image_path,
+        metavar="FILE",
+        help="also draw it into this image (PNG, SVG, ...)",
+    )
     p.set_defaults(func=cmd_show)
 
 
@@ -107,6 +113,8 @@ def build_from_files(
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Build a topology JSON from Slurm and nvidia-smi files."""
+    inputs = [args.slurm, args.nvidia_smi, *(path for _, path in args.server)]
+    check_output(args.out, inputs, "--out")
     topo = build_from_files(args.slurm, args.nvidia_smi, args.server)
     text = json.dumps(topo.to_node_link(), indent=1) + "\n"
     if args.out:

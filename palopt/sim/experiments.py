@@ -102,6 +102,8 @@ def _cell_trace(cell: Mapping[str, Any], data: Path | None, n_gpus: int) -> tupl
         raise InputError("data", None, "needed for 'workload' or 'load' cells")
     if cell["workload"] is not None:
         workload = check_count(cell["workload"], "workload")
+        if workload > 8:
+            raise InputError("workload", workload, "the Sia-Philly workloads are 1 to 8")
         return _trace(str(data / "traces" / f"sia-philly-workload-{workload}.csv"))
     if cell["load"] is None:
         raise InputError("trace", None, "a cell needs 'trace', 'workload' or 'load'")

@@ -87,6 +87,8 @@ def load_profile(
             profile = variability.assign_profile(profile, topology, seed, missing="median")
         rank = variability.bin_profile(profile, binning)
         return ClusterProfile(profile.classes, rank, profile.values)
+    import pandas as pd  # only for CSV profiles
+
     df = read_csv(path, "profile")
     classes = tuple(c[len("PerfVar_") :] for c in df.columns if c.startswith("PerfVar_"))
     if not classes:
@@ -97,8 +99,14 @@ def load_profile(
         )
     if "GPU_ID" in df.columns:
         df = df.sort_values("GPU_ID", kind="stable")
-    charge = df[[f"PerfVar_{c}" for c in classes]].to_numpy(dtype=np.float64).T
     rank_cols = [f"sf_{c}" if f"sf_{c}" in df.columns else f"PerfVar_{c}" for c in classes]
+    for col in dict.fromkeys([f"PerfVar_{c}" for c in classes] + rank_cols):
+        values = pd.to_numeric(df[col], errors="coerce")
+        if values.isna().any():
+            row = int(values.isna().to_numpy().argmax())
+            raise InputError(f"profile.{col}[{row}]", df[col].iloc[row], "not a number")
+        df[col] = values
+    charge = df[[f"PerfVar_{c}" for c in classes]].to_numpy(dtype=np.float64).T
     rank = df[rank_cols].to_numpy(dtype=np.float64).T
     require_positive(charge, lambda c, g: f"profile.PerfVar_{classes[c]}[{g}]")
     require_positive(rank, lambda c, g: f"profile.{rank_cols[c]}[{g}]")

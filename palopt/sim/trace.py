@@ -27,6 +27,10 @@ __all__ = [
     "SYNERGY_GPU_COUNTS",
 ]
 
+#: The latest submit time, in seconds (about 31,700 years): the simulator's clock is a float,
+#: and beyond about 1e15 s its rounds lose whole seconds.
+MAX_SUBMIT_TIME = 1e12
+
 REQUIRED_COLUMNS = ("job_id", "num_gpus", "submit_time", "duration", "model")
 
 
@@ -84,8 +88,9 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
     Raises
     ------
     InputError
-        For a missing column, an unknown model, or a non-positive size, duration or negative
-        submit time.
+        For a missing column, an unknown model, an empty or duplicate job id, a size that is not
+        a positive integer, a non-positive duration, or a submit time outside 0 to
+        :data:`MAX_SUBMIT_TIME`.
     OSError
         If the file cannot be read.
 
@@ -97,7 +102,9 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
     'classC'
     """
     workloads = workloads or load_workloads()
-    df = read_csv(path, "trace")
+    # Ids are text as written ("1" and "1.0" are two jobs), and an extra field on a row is an
+    # error, not a shift of the columns.
+    df = read_csv(path, "trace", converters={"job_id": str}, index_col=False)
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(
@@ -108,13 +115,23 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
         zip(*(df[c].tolist() for c in REQUIRED_COLUMNS), strict=True)
     ):
         where = f"trace[{i}]"
+        if not isinstance(jid, str) or not jid.strip():  # pandas reads an empty cell as NaN
+            raise InputError(f"{where}.job_id", jid, "empty job id")
         spec = workloads.get(model, f"{where}.model")
-        if not isinstance(n, (int, np.integer)) or n < 1:
+        if isinstance(n, float) and n.is_integer():  # the column is float if a cell is empty
+            n = int(n)
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise InputError(f"{where}.num_gpus", n, "must be a positive integer")
-        if not (isinstance(dur, (int, float)) and math.isfinite(dur) and dur > 0):
+        if isinstance(dur, bool) or not (
+            isinstance(dur, (int, float)) and math.isfinite(dur) and dur > 0
+        ):
             raise InputError(f"{where}.duration", dur, "must be a positive number of iterations")
-        if not (isinstance(submit, (int, float)) and math.isfinite(submit) and submit >= 0):
-            raise InputError(f"{where}.submit_time", submit, "must be a non-negative number")
+        if isinstance(submit, bool) or not (
+            isinstance(submit, (int, float)) and 0 <= submit <= MAX_SUBMIT_TIME
+        ):
+            raise InputError(
+                f"{where}.submit_time", submit, f"must be a number from 0 to {MAX_SUBMIT_TIME:g}"
+            )
         jobs.append(
             TraceJob(
                 str(jid),
@@ -126,8 +143,11 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
                 spec.base_iter_time,
             )
         )
-    if len({j.id for j in jobs}) != len(jobs):
-        raise InputError("trace.job_id", str(path), "job ids must be unique")
+    seen: set[str] = set()
+    for i, job in enumerate(jobs):
+        if job.id in seen:
+            raise InputError(f"trace[{i}].job_id", job.id, "duplicate job id")
+        seen.add(job.id)
     return tuple(sorted(jobs, key=lambda j: j.submit_time))
 
 

@@ -106,7 +106,7 @@ def list_solvers(available_only: bool = True) -> list[SolverInfo]:
     return [s for s in infos if s.available or not available_only]
 
 
-def get_solver(name: str, **config: Any) -> Solver:
+def get_solver(name: str, /, **config: Any) -> Solver:
     """A configured solver by registry name.
 
     Parameters

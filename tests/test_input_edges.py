@@ -1,0 +1,280 @@
+"""Inputs at the edges of what the formats allow: each is refused on one line naming the field
+and the value (exit code 2 from the CLI), never a traceback and never a quiet change of meaning."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from palopt import InputError, Instance, Job, build_cluster, parse_shape, solve
+from palopt.cli import main
+from palopt.hostlist import MAX_HOSTS, expand_hostlist
+from palopt.instance import MAX_FACTOR
+from palopt.io import instance_to_dict, load_instance, read_json
+from palopt.sim.trace import load_trace
+from palopt.topology import MAX_GPUS, Topology
+from palopt.variability import read_measurements
+
+
+def _instance() -> Instance:
+    topo = build_cluster(1, 2, 2)
+    queue = (Job("a", 2, "A"), Job("b", 1, "A"))
+    return Instance(topo, ("A",), np.ones((1, 4)), np.array([[1.0, 1.5, 2.0]]), queue)
+
+
+def _write(tmp_path: Path, text: str, name: str = "x.json") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def _cli_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('{"busy": ["gpu0"], "busy": []}', "'busy': the key appears twice"),
+        ('{"penalties": 1' + "0" * 400 + "}", "integer too large"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"id": "\\ud800"}', "a string escape that is not Unicode"),
+    ],
+)
+def test_json_that_python_would_read_with_another_meaning_is_refused(tmp_path, text, message):
+    with pytest.raises(InputError, match=message):
+        read_json(_write(tmp_path, text))
+
+
+def test_json_keeps_surrogate_pairs_and_big_floats(tmp_path):
+    assert read_json(_write(tmp_path, '{"id": "\\ud83d\\ude00", "v": 1e300}')) == {
+        "id": "\U0001f600",
+        "v": 1e300,
+    }
+
+
+def test_a_duplicate_key_in_an_instance_fails_the_cli(tmp_path, capsys):
+    data = instance_to_dict(_instance())
+    text = json.dumps(data)[:-1] + ', "busy": ["gpu0"], "busy": []}'
+    err = _cli_error(capsys, ["solve", str(_write(tmp_path, text))])
+    assert "'busy': the key appears twice in one object" in err
+
+
+@pytest.mark.parametrize(
+    ("edit", "field"),
+    [
+        (lambda d: d.update(penalties=1e308), "penalties.A.rack = 1e+308"),
+        (lambda d: d["slowdown"]["A"].update(gpu1=2e12), "slowdown.A.gpu1 = 2000000000000.0"),
+        (lambda d: d["queue"][1].update(weight=1e13), "queue[1].weight = 10000000000000.0"),
+    ],
+)
+def test_factors_beyond_the_largest_are_refused(tmp_path, capsys, edit, field):
+    data = instance_to_dict(_instance())
+    edit(data)
+    err = _cli_error(capsys, ["solve", str(_write(tmp_path, json.dumps(data))), "--solver", "pal"])
+    assert field in err and f"at most {MAX_FACTOR:g}" in err
+
+
+def test_the_largest_factors_give_finite_costs_for_every_solver():
+    topo = build_cluster(1, 2, 2)
+    inst = Instance(
+        topo,
+        ("A",),
+        np.full((1, 4), MAX_FACTOR),
+        np.full((1, 3), MAX_FACTOR),
+        (Job("a", 2, "A", weight=MAX_FACTOR), Job("b", 1, "A", weight=MAX_FACTOR)),
+    )
+    for name in ("pal", "greedy", "cpsat"):
+        result = solve(inst, name)
+        assert np.isfinite(result.objective) and result.n_placed == 2, name
+
+
+def test_an_option_named_like_an_argument_is_an_unknown_option(tmp_path, capsys):
+    path = _write(tmp_path, json.dumps(instance_to_dict(_instance())))
+    for solver in ("pal", "cpsat"):
+        err = _cli_error(capsys, ["solve", str(path), "--solver", solver, "-o", "name=x"])
+        assert f"{solver}.name = 'x': unknown option" in err
+
+
+def test_slurm_output_refuses_names_slurm_cannot_take(tmp_path, capsys):
+    data = instance_to_dict(_instance())
+    text = json.dumps(data).replace('"server0"', '" server0"')
+    path = _write(tmp_path, text)
+    assert main(["solve", str(path), "--format", "json"]) == 0
+    capsys.readouterr()
+    err = _cli_error(
+        capsys, ["solve", str(path), "--format", "slurm", "--out", str(tmp_path / "r")]
+    )
+    assert "topology.server = ' server0': not a Slurm node name" in err
+    assert not (tmp_path / "r").exists()  # nothing written when the output is refused
+
+
+def test_an_output_file_that_is_the_input_is_refused(tmp_path, capsys):
+    path = _write(tmp_path, json.dumps(instance_to_dict(_instance())))
+    before = path.read_text()
+    err = _cli_error(capsys, ["solve", str(path), "--out", str(path)])
+    assert "is an input file; it would be overwritten" in err and path.read_text() == before
+    csv = _write(tmp_path, "node,perf\nn1,1.0\nn2,1.2\n", "m.csv")
+    err = _cli_error(
+        capsys, ["profile", "import", str(csv), "--id", "node", "--value", "perf", "-o", str(csv)]
+    )
+    assert "is an input file" in err
+    err = _cli_error(capsys, ["solve", str(path), "--out", str(tmp_path / "no" / "r.json")])
+    assert "no such folder" in err
+
+
+def test_sizes_that_would_fill_the_memory_are_refused():
+    with pytest.raises(InputError, match="more than 1,048,576 GPUs"):
+        parse_shape("100000x100000")
+    with pytest.raises(InputError, match="more than 1,048,576 GPUs"):
+        parse_shape(f"1x{MAX_GPUS + 1}x1")  # refused before the graph is built
+    with pytest.raises(InputError, match="names more than"):
+        expand_hostlist("n[0-999999999]")
+    with pytest.raises(InputError, match="names more than"):
+        expand_hostlist("a[0-1023]b[0-1023]c[0-1]")
+    assert len(expand_hostlist(f"n[1-{MAX_HOSTS}]")) == MAX_HOSTS
+
+
+@pytest.mark.parametrize("shape", [" 8 x 4 ", "8x0_4", "8x+4", "8 x4", "-1x4", "8x4x"])
+def test_a_shape_is_digits_and_x_only(shape):
+    with pytest.raises(InputError, match="expected SERVERSxGPUS or RACKSxSERVERSxGPUS"):
+        parse_shape(shape)
+    assert parse_shape("8X4").n_gpus == 32
+
+
+def _node_link() -> dict:
+    return {
+        "nodes": [
+            {"id": "c", "kind": "switch", "tier": "cluster"},
+            {"id": "r1", "kind": "switch", "tier": "rack"},
+            {"id": "r2", "kind": "switch", "tier": "rack"},
+            {"id": "s1", "kind": "server"},
+            {"id": "s2", "kind": "server"},
+            {"id": "g0", "kind": "gpu"},
+            {"id": "g1", "kind": "gpu"},
+            {"id": "g2", "kind": "gpu"},
+        ],
+        "edges": [
+            {"source": "r1", "target": "c", "link": "network"},
+            {"source": "r2", "target": "c", "link": "network"},
+            {"source": "s1", "target": "r1", "link": "network"},
+            {"source": "s2", "target": "r2", "link": "network"},
+            {"source": "g0", "target": "s1", "link": "pcie"},
+            {"source": "g1", "target": "s1", "link": "pcie"},
+            {"source": "g2", "target": "s2", "link": "pcie"},
+            {"source": "g0", "target": "g1", "link": "nvlink"},
+        ],
+    }
+
+
+def _edit_node_link(edit):
+    data = _node_link()
+    edit(data)
+    return data
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda d: d["nodes"].append({"id": "g0", "kind": "gpu"}), r"nodes\[8\] .*given twice"),
+        (lambda d: d["nodes"].append({"id": "g0", "kind": "server"}), "given twice in nodes"),
+        (
+            lambda d: d["edges"].append({"source": "g1", "target": "g0", "link": "pcie"}),
+            r"edges\[8\] .*given twice in edges",
+        ),
+        (lambda d: d.update(links=[]), "give the edges once"),
+        (lambda d: d.update(colour="red"), "topology.colour = 'red': unknown field"),
+        (
+            lambda d: d["edges"].append({"source": "s1", "target": "r2", "link": "network"}),
+            "must form a tree",
+        ),
+        (lambda d: d["nodes"][1].update(tier=5), r"nodes\[r1\].tier = 5: expected a tier name"),
+        (
+            lambda d: d["edges"].append({"source": "g2", "target": "g2", "link": "pcie"}),
+            "a node linked to itself",
+        ),
+    ],
+)
+def test_node_link_data_networkx_would_merge_or_ignore_is_refused(edit, message):
+    assert Topology.from_node_link(_node_link()).n_gpus == 3
+    with pytest.raises(InputError, match=message):
+        Topology.from_node_link(_edit_node_link(edit))
+
+
+def test_the_schema_and_the_loader_agree_on_node_link_keys(tmp_path):
+    jsonschema = pytest.importorskip("jsonschema")
+    from palopt.io import instance_schema
+
+    data = instance_to_dict(_instance())
+    data["topology"]["colour"] = "red"
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, instance_schema())
+    with pytest.raises(InputError, match="unknown field"):
+        load_instance(_write(tmp_path, json.dumps(data)))
+    data = instance_to_dict(_instance())
+    data["topology"] = {"shape": "2x2", "racks": 2}
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, instance_schema())
+    with pytest.raises(InputError, match="topology.racks = 2: unknown field"):
+        load_instance(_write(tmp_path, json.dumps(data)))
+
+
+TRACE = "job_id,num_gpus,submit_time,duration,model\n"
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ("0,2,0,100,vgg19\n1,,10,200,BERT\n", r"trace\[1\].num_gpus = nan"),
+        ("0,true,0,100,vgg19\n", r"trace\[0\].num_gpus = True"),
+        ("0,1,1e20,100,vgg19\n", r"trace\[0\].submit_time = 1e\+20: must be a number from 0"),
+        ("0,1,0,100,vgg19\n0,1,5,100,vgg19\n", r"trace\[1\].job_id = '0': duplicate job id"),
+        (",1,0,100,vgg19\n", r"trace\[0\].job_id = nan: empty job id"),
+        ("0,1,0,100,vgg19,extra\n", "not a readable CSV file"),
+    ],
+)
+def test_trace_rows_are_blamed_where_they_are_wrong(tmp_path, rows, message):
+    with pytest.raises(InputError, match=message):
+        load_trace(_write(tmp_path, TRACE + rows, "t.csv"))
+
+
+def test_trace_ids_are_the_text_written(tmp_path):
+    jobs = load_trace(_write(tmp_path, TRACE + "1,1,0,100,vgg19\n1.0,2,5,100,vgg19\n", "t.csv"))
+    assert [j.id for j in jobs] == ["1", "1.0"]
+
+
+def test_a_simulator_profile_cell_that_is_not_a_number_is_named(tmp_path, capsys):
+    trace = _write(tmp_path, TRACE + "0,1,0,100,vgg19\n", "t.csv")
+    rows = ["GPU_ID,PerfVar_classA,sf_classA"] + [f"{g},1.0,1.0" for g in range(8)]
+    rows[4] = "3,abc,1.0"
+    profile = _write(tmp_path, "\n".join(rows) + "\n", "p.csv")
+    args = ["simulate", "--trace", str(trace), "--cluster", "2x4", "--profile", str(profile)]
+    err = _cli_error(capsys, [*args, "--no-plots"])
+    assert "profile.PerfVar_classA[3] = 'abc': not a number" in err
+
+
+def test_measurement_ids_that_join_to_one_gpu_are_refused(tmp_path):
+    path = _write(tmp_path, "a,b,perf\nx-y,z,10\nx,y-z,20\n", "m.csv")
+    with pytest.raises(InputError, match="gives GPU id 'x-y-z', as does x-y,z"):
+        read_measurements(path, ["a", "b"], ["perf"])
+    with pytest.raises(InputError, match="a column is named twice"):
+        read_measurements(path, ["a", "a"], ["perf"])
+    padded = _write(tmp_path, "a,b,perf\nx,07,10\nx,7,20\n", "p.csv")
+    assert read_measurements(padded, ["a", "b"], ["perf"]).gpus == ("x-7",)  # one node
+
+
+def test_cli_options_checked_before_any_work(tmp_path, capsys):
+    base = ["bench", "--sizes", "16", "--gpus-per-server", "4", "--loads", "0.5"]
+    err = _cli_error(capsys, [*base, "--solvers", ",", "--out", str(tmp_path / "b")])
+    assert "--solvers = ',': expected comma-separated solver names" in err
+    path = _write(tmp_path, json.dumps(instance_to_dict(_instance())))
+    with pytest.raises(SystemExit) as exc:  # argparse's own check of the option
+        main(["topology", "show", str(path), "--png", str(tmp_path / "t.txt")])
+    assert exc.value.code == 2
+    assert "the suffix must name an image format" in capsys.readouterr().err
