@@ -207,7 +207,11 @@ def instance_from_dict(data: Any) -> Instance:
     if not isinstance(busy_ids, list):
         raise InputError("busy", busy_ids, "expected a list of GPU ids")
     busy = np.zeros(topo.n_gpus, dtype=bool)
-    busy[topo.indices(busy_ids, "busy")] = True
+    index = topo.indices(busy_ids, "busy")
+    if len(np.unique(index)) < len(index):
+        twice = next(g for i, g in enumerate(busy_ids) if g in busy_ids[:i])
+        raise InputError("busy", twice, "listed twice")
+    busy[index] = True
     queue_data = _require(data, "queue", list, "")
     queue = tuple(_job_from_dict(topo, i, j) for i, j in enumerate(queue_data))
     return Instance(topo, classes_t, slowdown, penalty, queue, busy)

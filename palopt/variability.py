@@ -287,6 +287,7 @@ class VariabilityProfile:
         values = data.get("values")
         if not isinstance(values, Mapping):
             raise InputError(f"{where}.values", values, "expected a mapping class -> list")
+        check_fields(values, classes, f"{where}.values.")  # values of an undeclared class
         rows = []
         for c in classes:
             row = values.get(c)

@@ -313,3 +313,22 @@ def test_bench_keeps_finished_instances_when_interrupted(
         ("16g-4ps-50%-longhorn", "0", "greedy"),
     ]
     assert not (tmp_path / "summary.csv").exists()
+
+
+def test_the_table_shows_a_rounding_error_below_the_reference_as_zero() -> None:
+    from palopt.bench.report import format_table
+
+    row = {
+        "family": "16g-4ps-100%-longhorn",
+        "solver": "cpsat",
+        "instances": 1,
+        "gap_median": -1e-16,
+        "gap_p95": 0.012345,
+        "gap_max": -0.0,
+        "time_median": 0.1,
+        "time_p95": 0.2,
+        "share_optimal": 1.0,
+        "reference": "optimum",
+    }
+    line = format_table([row]).splitlines()[-1]
+    assert line.split()[3:6] == ["0.00%", "1.23%", "0.00%"] and "-0.00" not in line

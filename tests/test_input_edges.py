@@ -59,6 +59,13 @@ def test_json_keeps_surrogate_pairs_and_big_floats(tmp_path):
     }
 
 
+def test_a_gpu_listed_twice_as_busy_is_refused(tmp_path):
+    data = instance_to_dict(_instance())
+    data["busy"] = ["gpu1", "gpu0", "gpu1"]
+    with pytest.raises(InputError, match="busy = 'gpu1': listed twice"):
+        load_instance(_write(tmp_path, json.dumps(data)))
+
+
 def test_a_duplicate_key_in_an_instance_fails_the_cli(tmp_path, capsys):
     data = instance_to_dict(_instance())
     text = json.dumps(data)[:-1] + ', "busy": ["gpu0"], "busy": []}'
@@ -257,6 +264,15 @@ def test_a_simulator_profile_cell_that_is_not_a_number_is_named(tmp_path, capsys
     args = ["simulate", "--trace", str(trace), "--cluster", "2x4", "--profile", str(profile)]
     err = _cli_error(capsys, [*args, "--no-plots"])
     assert "profile.PerfVar_classA[3] = 'abc': not a number" in err
+
+
+def test_profile_values_of_an_undeclared_class_are_refused():
+    from palopt.variability import VariabilityProfile
+
+    data = VariabilityProfile(("A",), ("g0", "g1"), np.array([[1.0, 1.2]])).to_dict()
+    data["values"]["B"] = [1.0, 1.0]
+    with pytest.raises(InputError, match="profile.values.B = .*unknown field; known: A"):
+        VariabilityProfile.from_dict(data)
 
 
 def test_measurement_ids_that_join_to_one_gpu_are_refused(tmp_path):

@@ -67,3 +67,6 @@ def test_sweep_bad_cells_exit_2(tmp_path, artifact_dir, capsys):
     bad.write_text("[grid]\nworkload = [1]\ncolour = ['red']\n")
     assert main(["sweep", str(bad), "--workers", "1", "--no-progress"]) == 2
     assert "colour" in capsys.readouterr().err
+    args = ["sweep", str(grid), "--address", "ray://head:10001", "--no-progress"]
+    assert main(args) == 2
+    assert "--address = 'ray://head:10001': is for --engine ray" in capsys.readouterr().err

@@ -73,11 +73,15 @@ def format_table(summary: list[dict[str, Any]]) -> str:
         f"{'gap max':>8} {'t med':>7} {'t p95':>7} {'opt':>5}  ref"
     )
     lines = [head, "-" * len(head)]
+
+    def percent(gap: float) -> str:
+        return f"{round(100 * gap, 2) + 0.0:>7.2f}%"  # + 0.0: a gap of -1e-16 is 0.00%, not -0.00%
+
     for d in summary:
         lines.append(
             f"{d['family']:<24} {d['solver']:<18} {d['instances']:>3} "
-            f"{100 * d['gap_median']:>7.2f}% {100 * d['gap_p95']:>7.2f}% "
-            f"{100 * d['gap_max']:>7.2f}% {d['time_median']:>7.2f} {d['time_p95']:>7.2f} "
+            f"{percent(d['gap_median'])} {percent(d['gap_p95'])} "
+            f"{percent(d['gap_max'])} {d['time_median']:>7.2f} {d['time_p95']:>7.2f} "
             f"{100 * d['share_optimal']:>4.0f}%  {d['reference']}"
         )
     return "\n".join(lines)

@@ -7,6 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from palopt.errors import InputError
 from palopt.sim.experiments import BASELINES, format_tables, improvement_table, simulate_cell
 from palopt.sweep import SweepSpec, load_grid, run_sweep
 
@@ -57,6 +58,8 @@ def resolve_paths(spec: SweepSpec, base: Path) -> SweepSpec:
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run a sweep and print its summary."""
+    if args.address is not None and args.engine != "ray":
+        raise InputError("--address", args.address, "is for --engine ray")
     spec = resolve_paths(load_grid(args.grid), args.grid.parent)
     table = run_sweep(
         spec,
