@@ -252,13 +252,8 @@ def check_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]]) 
 
 
 def assert_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> None:
-    """Raise if the assignment breaks a placement rule (see :func:`check_feasible`).
-
-    Parameters
-    ----------
-    instance : Instance
-    assignment : mapping
-        Job id -> dense GPU indices; an empty list means not placed.
+    """Raise if the assignment breaks a placement rule (see :func:`check_feasible`, which takes
+    the same parameters).
 
     Raises
     ------

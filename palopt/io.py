@@ -238,13 +238,13 @@ def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
 
     Examples
     --------
-    >>> import numpy as np
-    >>> from palopt import Instance, Job, build_cluster
-    >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+    >>> from palopt import Instance, Job, build_cluster, penalty_matrix
+    >>> topo = build_cluster(2, 1, 2)
+    >>> inst = Instance(topo, ("A",), np.ones((1, 4)), penalty_matrix(topo, ["A"], 1.7),
     ...                 (Job("a", 2, "A"),))
     >>> data = instance_to_dict(inst, name="tiny")
     >>> data["name"], data["penalties"]
-    ('tiny', {'A': {'server': 1.0, 'rack': 1.0, 'cluster': 1.0}})
+    ('tiny', {'A': {'server': 1.0, 'rack': 1.7, 'cluster': 1.7}})
     >>> instance_from_dict(data).queue == inst.queue
     True
     """

@@ -140,13 +140,14 @@ class PlacementResult:
     --------
     >>> import numpy as np
     >>> from palopt import Instance, Job, build_cluster, solve
-    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
-    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 1, "A"), Job("b", 2, "A")))
-    >>> r = solve(inst, "cpsat")
+    >>> topo = build_cluster(1, 1, 4)
+    >>> inst = Instance(topo, ("A",), np.array([[1.2, 1.0, 1.1, 1.0]]), np.ones((1, 3)),
+    ...                 (Job("x", 2, "A"), Job("y", 1, "A")))
+    >>> r = solve(inst, "cpsat", time_limit=5)
     >>> r.status, r.n_placed, r.gap, r.assignment()
-    ('optimal', 2, 0.0, {'a': (0,), 'b': (2, 3)})
-    >>> r.to_dict(inst)["jobs"][1]["gpus"]
-    ['gpu2', 'gpu3']
+    ('optimal', 2, 0.0, {'x': (1, 3), 'y': (2,)})
+    >>> r.to_dict(inst)["jobs"][0]["gpus"]
+    ['gpu1', 'gpu3']
     """
 
     placements: tuple[JobPlacement, ...]

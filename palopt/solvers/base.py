@@ -175,10 +175,8 @@ def solve(
 
     Raises
     ------
-    UnknownSolverError
-        If the name is not registered; the message lists the valid names.
-    ImportError
-        If the solver's optional dependencies are missing (the message names the extra).
+    UnknownSolverError, ImportError
+        As :func:`get_solver`.
     InputError
         For an invalid option, time limit or seed, or an argument that is not an instance.
 
