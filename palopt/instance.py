@@ -143,6 +143,7 @@ class Instance:
 #: The largest slowdown, penalty or job weight: a weighted round cost then stays a finite float
 #: (at most 1e36 per job) that the exact solvers' integer scaling can express.
 MAX_FACTOR = 1e12
+_FACTOR_RULE = f"must be a finite positive number, at most {MAX_FACTOR:g}"
 
 
 def require_positive(values: np.ndarray, field: Callable[[int, int], str]) -> None:
@@ -152,9 +153,6 @@ def require_positive(values: np.ndarray, field: Callable[[int, int], str]) -> No
     if bad.any():
         r, k = np.argwhere(bad)[0]
         raise InputError(field(int(r), int(k)), float(values[r, k]), _FACTOR_RULE)
-
-
-_FACTOR_RULE = f"must be a finite positive number, at most {MAX_FACTOR:g}"
 
 
 def _check_queue(

@@ -128,15 +128,15 @@ def cmd_solve(args: argparse.Namespace) -> int:
     solver = get_solver(args.solver, **options)
     result = solver.solve(instance, time_limit=args.time_limit, seed=args.seed)
     assert_feasible(instance, result.assignment())
-    data = result.to_dict(instance)
+    as_json = json.dumps(result.to_dict(instance), indent=1)
     if args.format == "json":
-        text = json.dumps(data, indent=1)
+        text = as_json
     elif args.format == "slurm":
         text = format_slurm(result, instance)  # may refuse names Slurm cannot take
     else:
         text = format_result(instance, result)
     if args.out:
-        args.out.write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+        args.out.write_text(as_json + "\n", encoding="utf-8")
     print(text)
     return 0
 
