@@ -47,7 +47,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-__all__ = ["SweepSpec", "load_grid", "expand", "cell_id", "run_sweep", "collect"]
+__all__ = ["SweepSpec", "load_grid", "expand", "cell_id", "run_sweep", "collect", "progress_bar"]
 
 log = logging.getLogger(__name__)
 CellFunction = Callable[[dict[str, Any]], dict[str, Any]]
@@ -201,7 +201,7 @@ def run_sweep(
     address : str, optional
         Ray cluster address (``None`` starts a local Ray instance).
     progress : bool
-        Show a progress bar (tqdm) on stderr.
+        Show a progress bar on stderr (when tqdm is installed).
 
     Returns
     -------
@@ -224,7 +224,7 @@ def run_sweep(
         results = _ray(fn, todo, address)
     else:
         raise InputError("engine", engine, "must be 'local' or 'ray'")
-    bar = _progress(len(todo)) if progress else None
+    bar = progress_bar(len(todo), "cell") if progress else None
     for cell, metrics in results:
         _store(spec.out, cell, metrics)
         if bar is not None:
@@ -234,10 +234,27 @@ def run_sweep(
     return collect(spec, cells)
 
 
-def _progress(total: int) -> Any:
-    from tqdm import tqdm
+def progress_bar(total: int, unit: str) -> Any:
+    """A tqdm progress bar on stderr, or ``None`` without tqdm (the ``progress`` extra).
 
-    return tqdm(total=total, unit="cell", file=sys.stderr)
+    Parameters
+    ----------
+    total : int
+        Steps to completion.
+    unit : str
+        What a step is, e.g. ``"cell"``.
+
+    Returns
+    -------
+    tqdm.tqdm or None
+        Advance it with ``update(n)``; ``close()`` it at the end.
+    """
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        log.debug("no progress bar: tqdm is not installed (pip install 'palopt[progress]')")
+        return None
+    return tqdm(total=total, unit=unit, file=sys.stderr)
 
 
 def collect(spec: SweepSpec, cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -112,3 +113,14 @@ def test_a_bad_cell_in_a_worker_process_is_an_input_error(tmp_path):
         run_sweep(spec, checked_cell, workers=2)
     with pytest.raises(InputError, match="workers = 0"):
         run_sweep(spec, checked_cell, workers=0)
+
+
+def test_a_sweep_without_tqdm_runs_without_a_progress_bar(tmp_path, monkeypatch):
+    # The progress bar is the `progress` extra: without it a sweep (and `palopt reproduce`,
+    # progress on by default) stopped with "No module named 'tqdm'".
+    from palopt.sweep import progress_bar
+
+    monkeypatch.setitem(sys.modules, "tqdm", None)  # `from tqdm import tqdm` raises ImportError
+    assert progress_bar(3, "cell") is None
+    spec = load_grid(write_grid(tmp_path, GRID))
+    assert len(run_sweep(spec, square_cell, workers=1, progress=True)) == 6

@@ -11,7 +11,7 @@ from typing import Any
 
 from palopt.errors import InputError
 from palopt.io import data_dir
-from palopt.sim.engine import SimConfig, simulate
+from palopt.sim.engine import SimConfig, Simulator
 from palopt.sim.experiments import (
     fig10_sweep,
     fig12_sweep,
@@ -26,7 +26,7 @@ from palopt.sim.policies import get_policy
 from palopt.sim.profile import correlated_profile, load_profile
 from palopt.sim.trace import load_trace
 from palopt.solvers import get_solver
-from palopt.sweep import run_sweep
+from palopt.sweep import progress_bar, run_sweep
 from palopt.topology import parse_shape
 
 
@@ -148,6 +148,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--out", type=Path, help="directory for jobs.csv, rounds.csv, summary.json, plots"
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument(
+        "--no-progress", action="store_true", help="no progress bar (jobs completed, on stderr)"
+    )
     _add_model_options(p)
     p.set_defaults(func=cmd_simulate)
 
@@ -213,7 +216,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     trace = load_trace(args.trace)
     policy = get_policy(args.scheduler)
     solver = get_solver(args.placement)  # fails early, with the valid names, if unknown
-    res = simulate(topo, profile, trace, solver, policy, cfg)
+    sim = Simulator(topo, profile, trace, solver, policy, cfg)
+    bar = None if args.no_progress else progress_bar(len(trace), "job")
+    res = sim.run(None if bar is None else lambda done: bar.update(done - bar.n))
+    if bar is not None:
+        bar.close()
     settings = {
         "trace": str(args.trace),
         "cluster": args.cluster,
