@@ -294,3 +294,29 @@ def test_cli_options_checked_before_any_work(tmp_path, capsys):
         main(["topology", "show", str(path), "--png", str(tmp_path / "t.txt")])
     assert exc.value.code == 2
     assert "the suffix must name an image format" in capsys.readouterr().err
+
+
+def test_commands_that_draw_say_before_any_work_that_matplotlib_is_missing(
+    tmp_path, capsys, monkeypatch
+):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
+    )
+    trace = _write(tmp_path, TRACE + "0,1,0,100,vgg19\n", "t.csv")
+    args = ["simulate", "--trace", str(trace), "--cluster", "2x4", "--correlated", "0.5"]
+    args += ["--out", str(tmp_path / "run"), "--no-progress"]
+    err = _cli_error(capsys, args)
+    assert (
+        "pip install 'palopt[plot]', or pass --no-plots" in err and not (tmp_path / "run").exists()
+    )
+    assert main([*args, "--no-plots"]) == 0
+    assert (tmp_path / "run" / "summary.json").exists() and not list(tmp_path.glob("run/*.png"))
+    err = _cli_error(capsys, ["reproduce", "fig12", "--out", str(tmp_path / "r")])
+    assert "or pass --no-plots" in err
+    err = _cli_error(capsys, ["bench", "--quick", "--out", str(tmp_path / "b")])
+    assert "or pass --no-plot" in err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -56,3 +57,15 @@ def check_output(out: Path | None, inputs: Iterable[Path | None], flag: str) -> 
         raise InputError(flag, str(out), "is an input file; it would be overwritten")
     if not out.parent.is_dir():
         raise InputError(flag, str(out), "no such folder")
+
+
+def require_plotting(flag: str) -> None:
+    """Refuse, before any work, a command that would draw without matplotlib installed.
+
+    Raises
+    ------
+    ImportError
+        Naming the ``plot`` extra and ``flag``, the option that skips the drawing.
+    """
+    if importlib.util.find_spec("matplotlib") is None:
+        raise ImportError(f"plots need matplotlib: pip install 'palopt[plot]', or pass {flag}")

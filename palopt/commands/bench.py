@@ -12,6 +12,7 @@ from pathlib import Path
 from palopt.bench.families import PROFILES, Family, check_shape
 from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
 from palopt.bench.runner import EXACT, HEURISTICS, Row, SolverSpec, run_bench
+from palopt.commands import require_plotting
 from palopt.errors import InputError, check_time_limit
 
 #: Defaults of the full run, and of ``--quick``; an option given on the command line wins over both.
@@ -106,6 +107,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """Run the benchmark and write the table, the CSVs and the plot."""
+    if not args.no_plot:
+        require_plotting("--no-plot")
     for key, value in (QUICK if args.quick else FULL).items():
         if getattr(args, key) is None:
             setattr(args, key, value)

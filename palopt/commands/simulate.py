@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from palopt.commands import require_plotting
 from palopt.errors import InputError
 from palopt.io import data_dir
 from palopt.sim.engine import SimConfig, Simulator
@@ -185,6 +186,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--loads", default="8,10,12,14", help="fig13: jobs per hour (default %(default)s)"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument(
         "--fresh",
         action="store_true",
@@ -196,6 +198,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Run one simulation and write its outputs."""
+    if args.out and not args.no_plots:
+        require_plotting("--no-plots")
     cfg = _config(
         args,
         round_s=args.round,
@@ -283,6 +287,8 @@ def _model_name(args: argparse.Namespace) -> str:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run a paper experiment (resumably, see :mod:`palopt.sweep`) and print its table."""
+    if not args.no_plots:
+        require_plotting("--no-plots")
     if args.data is None:
         args.data = data_dir() / "pal-artifact"
     if not (args.data / "sim-64gpu-cluster.csv").is_file():
@@ -329,7 +335,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         head = f"{args.figure} ({model} model)" + (f", scheduler {name}" if name else "")
         texts.append(head + "\n" + format_tables(jct, gains, by))
         suffix = f"-{name}" if name else ""
-        for base in ("packed-sticky", "packed-nonsticky"):
+        for base in () if args.no_plots else ("packed-sticky", "packed-nonsticky"):
             plot_normalised(
                 jct,
                 base,
@@ -340,7 +346,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     (args.out / f"{stem}.txt").write_text(text + "\n", encoding="utf-8")
     print(text)
     print(
-        f"\nwrote {args.out}/{stem}-runs.csv, {stem}.txt and plots ({len(table)} runs; "
+        f"\nwrote {args.out}/{stem}-runs.csv, {stem}.txt{'' if args.no_plots else ' and plots'} "
+        f"({len(table)} runs; "
         f"finished runs are kept in {cells} and reused: --fresh reruns them)"
     )
     return 0
