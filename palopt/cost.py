@@ -183,6 +183,8 @@ def evaluate(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> Eva
     >>> e.placed, e.total_cost
     ((False, True), 1.0)
     """
+    if not isinstance(assignment, Mapping):
+        raise InputError("assignment", type(assignment).__name__, "expected job id -> GPUs")
     placed, total = [], 0.0
     for job in instance.queue:
         gpus = assignment.get(job.id, ())
@@ -220,17 +222,30 @@ def check_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]]) 
     >>> check_feasible(inst, {"a": [0], "b": [0]})
     ["GPU gpu0 given to both 'a' and 'b'"]
     """
+    if not isinstance(assignment, Mapping):
+        raise InputError("assignment", type(assignment).__name__, "expected job id -> GPUs")
     n = instance.topology.n_gpus
     busy = {int(g) for g in np.flatnonzero(instance.busy)}
     jobs = {j.id: j for j in instance.queue}
     owner: dict[int, str] = {}
     problems = []
     for job_id, gpus in assignment.items():
+        if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__len__"):
+            problems.append(f"job {job_id!r} got {gpus!r}, not a list of GPU indices")
+            continue
         if len(gpus) == 0:
             continue
         job = jobs.get(job_id)
         if job is None:
             problems.append(f"job {job_id!r} is not in the queue")
+            continue
+        odd = [
+            g
+            for g in gpus
+            if isinstance(g, (bool, np.bool_)) or not isinstance(g, (int, np.integer))
+        ]
+        if odd:
+            problems.append(f"job {job_id!r} got {odd[0]!r}, not a GPU index")
             continue
         as_list = [int(g) for g in gpus]
         if len(as_list) != job.num_gpus:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -10,7 +11,7 @@ import numpy as np
 from palopt.errors import InputError
 from palopt.topology import Topology
 
-__all__ = ["Job", "Instance", "penalty_matrix", "require_positive"]
+__all__ = ["Job", "Instance", "penalty_matrix", "require_factors"]
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,22 @@ class Job:
     job_class: str
     weight: float = 1.0
     current_gpus: tuple[int, ...] = ()
+
+    def __post_init__(self) -> None:
+        # numpy values become Python ones, and current_gpus a tuple: an array in a Job would be
+        # unhashable, could change after the Instance is checked, and np.array([0]) is falsy,
+        # which made a running job look waiting. Values of other types are left for
+        # Instance to refuse with the field's name.
+        gpus = self.current_gpus
+        if type(gpus) is not tuple or any(type(g) is not int for g in gpus):
+            if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__iter__"):
+                raise InputError(f"job {self.id!r}.current_gpus", gpus, "expected GPU indices")
+            gpus = tuple(int(g) if isinstance(g, np.integer) else g for g in gpus)
+            object.__setattr__(self, "current_gpus", gpus)
+        if isinstance(self.num_gpus, np.integer):
+            object.__setattr__(self, "num_gpus", int(self.num_gpus))
+        if isinstance(self.weight, (np.integer, np.floating)):
+            object.__setattr__(self, "weight", float(self.weight))
 
     @property
     def is_running(self) -> bool:
@@ -97,11 +114,11 @@ class Instance:
         sd = np.array(self.slowdown, dtype=np.float64)
         if sd.shape != (len(classes), n):
             raise InputError("slowdown", sd.shape, f"expected shape ({len(classes)}, {n})")
-        require_positive(sd, lambda c, g: f"slowdown.{classes[c]}.{topo.gpu_ids[g]}")
+        require_factors(sd, lambda c, g: f"slowdown.{classes[c]}.{topo.gpu_ids[g]}")
         pen = np.array(self.penalty, dtype=np.float64)
         if pen.shape != (len(classes), t):
             raise InputError("penalty", pen.shape, f"expected shape ({len(classes)}, {t})")
-        require_positive(pen, lambda c, k: f"penalties.{classes[c]}.{topo.tiers[k]}")
+        require_factors(pen, lambda c, k: f"penalties.{classes[c]}.{topo.tiers[k]}")
         dec = np.diff(pen, axis=1) < 0
         if dec.any():
             c, k = np.argwhere(dec)[0]
@@ -110,19 +127,32 @@ class Instance:
                 float(pen[c, k + 1]),
                 f"must not be below the penalty of tier {topo.tiers[k]!r}",
             )
-        busy = np.array(self.busy, dtype=bool)
+        raw = np.asarray(self.busy)
+        if raw.size and not (
+            raw.dtype == bool or (raw.dtype.kind in "iu" and np.isin(raw, (0, 1)).all())
+        ):
+            raise InputError("busy", raw.dtype.name, "expected a mask of booleans (or 0 and 1)")
+        busy = np.array(raw, dtype=bool)
         if busy.size == 0:
             busy = np.zeros(n, dtype=bool)
         if busy.shape != (n,):
             raise InputError("busy", busy.shape, f"expected a mask of {n} GPUs")
         class_index = {c: i for i, c in enumerate(classes)}
         _check_queue(self.queue, class_index, busy, n)
+        _check_cost_range(self.queue, sd, pen)
         for arr in (sd, pen, busy):
             arr.setflags(write=False)
         object.__setattr__(self, "slowdown", sd)
         object.__setattr__(self, "penalty", pen)
         object.__setattr__(self, "busy", busy)
         object.__setattr__(self, "class_index", class_index)
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        # Unpickled and deep-copied instances get new arrays: keep them read-only too.
+        self.__dict__.update(state)
+        for value in state.values():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
 
     @property
     def n_available(self) -> int:
@@ -140,19 +170,44 @@ class Instance:
         )
 
 
-#: The largest slowdown, penalty or job weight: a weighted round cost then stays a finite float
-#: (at most 1e36 per job) that the exact solvers' integer scaling can express.
-MAX_FACTOR = 1e12
-_FACTOR_RULE = f"must be a finite positive number, at most {MAX_FACTOR:g}"
+#: Slowdowns and penalties lie in ``[MIN_FACTOR, MAX_FACTOR]``: far beyond any measured value,
+#: and a job's cost (their product) then stays a float far from overflow and underflow.
+MIN_FACTOR, MAX_FACTOR = 1e-12, 1e12
+
+#: The weighted costs of a round lie in ``[1 / MAX_ROUND, MAX_ROUND]`` (the largest a whole
+#: round's sum), so every objective is a finite float, and the exact solvers' scaling by a power
+#: of two stays one too.
+MAX_ROUND = 1e305
 
 
-def require_positive(values: np.ndarray, field: Callable[[int, int], str]) -> None:
-    """Raise :class:`InputError` for the first entry of a 2-D array that is not a finite
-    positive number up to :data:`MAX_FACTOR`; ``field(row, column)`` names it."""
-    bad = ~np.isfinite(values) | (values <= 0) | (values > MAX_FACTOR)
+def require_factors(values: np.ndarray, field: Callable[[int, int], str]) -> None:
+    """Raise :class:`InputError` for the first entry of a 2-D array that is not a finite number
+    from :data:`MIN_FACTOR` to :data:`MAX_FACTOR`; ``field(row, column)`` names it."""
+    bad = ~np.isfinite(values) | (values < MIN_FACTOR) | (values > MAX_FACTOR)
     if bad.any():
         r, k = np.argwhere(bad)[0]
-        raise InputError(field(int(r), int(k)), float(values[r, k]), _FACTOR_RULE)
+        raise InputError(
+            field(int(r), int(k)),
+            float(values[r, k]),
+            f"must be a finite number from {MIN_FACTOR:g} to {MAX_FACTOR:g}",
+        )
+
+
+def _check_cost_range(queue: tuple[Job, ...], sd: np.ndarray, pen: np.ndarray) -> None:
+    """Refuse weights whose costs, with these slowdowns and penalties, leave :data:`MAX_ROUND`."""
+    if not queue:
+        return
+    logs = np.log10([j.weight for j in queue])
+    top = logs.max() + np.log10(sd.max() * pen.max() * len(queue))
+    bottom = logs.min() + np.log10(sd.min() * pen.min())
+    if top > math.log10(MAX_ROUND) or bottom < -math.log10(MAX_ROUND):
+        i = int(logs.argmax() if top > math.log10(MAX_ROUND) else logs.argmin())
+        raise InputError(
+            f"queue[{i}].weight",
+            queue[i].weight,
+            f"with these slowdowns and penalties the round's weighted costs would leave "
+            f"{1 / MAX_ROUND:g} to {MAX_ROUND:g}: bring the weights closer to 1",
+        )
 
 
 def _check_queue(
@@ -181,8 +236,9 @@ def _check_queue(
             raise InputError(
                 f"{where}.class", job.job_class, f"unknown class; known: {', '.join(class_index)}"
             )
-        if not (np.isfinite(job.weight) and 0 < job.weight <= MAX_FACTOR):
-            raise InputError(f"{where}.weight", job.weight, _FACTOR_RULE)
+        w = job.weight
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < math.inf:
+            raise InputError(f"{where}.weight", w, "must be a finite positive number")
         if job.current_gpus:
             if len(job.current_gpus) != job.num_gpus:
                 raise InputError(
@@ -191,7 +247,7 @@ def _check_queue(
                     f"a running job must hold exactly num_gpus={job.num_gpus} GPUs",
                 )
             for g in job.current_gpus:
-                if not isinstance(g, (int, np.integer)) or not 0 <= g < n:
+                if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < n:
                     raise InputError(f"{where}.current_gpus", g, "not a GPU index of the topology")
                 if busy[g]:
                     raise InputError(f"{where}.current_gpus", g, "GPU is marked busy")

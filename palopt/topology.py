@@ -82,6 +82,13 @@ class Topology:
     server_start: np.ndarray
     _gpu_index: dict[str, int] = field(repr=False)
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickled and deep-copied topologies get new arrays: keep them read-only too.
+        self.__dict__.update(state)
+        for value in state.values():
+            if isinstance(value, np.ndarray):
+                value.setflags(write=False)
+
     @property
     def n_gpus(self) -> int:
         """Number of GPUs."""
@@ -139,8 +146,19 @@ class Topology:
         return int(np.argmax(same))
 
     def tier_of(self, gpus: Sequence[int] | np.ndarray) -> str:
-        """Name of the lowest tier holding all of ``gpus`` (see :meth:`tier_index`)."""
-        return self.tiers[self.tier_index(gpus)]
+        """Name of the lowest tier holding all of ``gpus`` (see :meth:`tier_index`, which the
+        solvers call without checks).
+
+        Raises
+        ------
+        InputError
+            Unless ``gpus`` is a non-empty list of GPU indices of this topology.
+        """
+        index = np.asarray(gpus)
+        if index.ndim != 1 or not len(index) or index.dtype.kind not in "iu":
+            raise InputError("gpus", gpus, "expected a non-empty list of GPU indices")
+        self._check_index(index.min(), index.max())
+        return self.tiers[self.tier_index(index)]
 
     @property
     def server_tier(self) -> int:
@@ -148,8 +166,23 @@ class Topology:
         return self.tiers.index(SERVER)
 
     def server_of(self, gpu: int) -> str:
-        """Name of the server holding GPU index ``gpu``."""
+        """Name of the server holding GPU index ``gpu``.
+
+        Raises
+        ------
+        InputError
+            Unless ``gpu`` is a GPU index of this topology.
+        """
+        if isinstance(gpu, (bool, np.bool_)) or not isinstance(gpu, (int, np.integer)):
+            raise InputError("gpu", gpu, "expected a GPU index")
+        self._check_index(gpu, gpu)
         return self.server_ids[int(self.gpu_server[gpu])]
+
+    def _check_index(self, low: int, high: int) -> None:
+        if low < 0 or high >= self.n_gpus:
+            raise InputError(
+                "gpu", int(low if low < 0 else high), f"GPU indices are 0 to {self.n_gpus - 1}"
+            )
 
     def to_node_link(self) -> dict[str, Any]:
         """The graph in networkx node-link form (``edges`` key), ready for JSON."""

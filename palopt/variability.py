@@ -65,8 +65,8 @@ from typing import Any
 import numpy as np
 
 from palopt.binning import bin_values
-from palopt.errors import InputError, check_fields, check_seed
-from palopt.instance import MAX_FACTOR, Instance, Job, penalty_matrix
+from palopt.errors import InputError, check_fields, check_flag, check_seed
+from palopt.instance import MAX_FACTOR, MIN_FACTOR, Instance, Job, penalty_matrix
 from palopt.io import read_csv, read_json
 from palopt.topology import Topology
 
@@ -157,13 +157,13 @@ class VariabilityProfile:
             raise InputError(
                 "values", values.shape, f"expected shape ({len(classes)}, {len(gpus)})"
             )
-        bad = np.isinf(values) | (values <= 0) | (values > MAX_FACTOR)
+        bad = np.isinf(values) | (values < MIN_FACTOR) | (values > MAX_FACTOR)  # NaN: missing
         if bad.any():
             c, g = np.argwhere(bad)[0]
             raise InputError(
                 f"values.{classes[c]}.{gpus[g]}",
                 float(values[c, g]),
-                f"must be a finite positive number, at most {MAX_FACTOR:g}",
+                f"must be a finite number from {MIN_FACTOR:g} to {MAX_FACTOR:g}",
             )
         empty = np.isnan(values).all(axis=1)
         if empty.any():
@@ -610,6 +610,7 @@ def assign_profile(
         raise InputError("by", by, "must be 'gpu' or 'server'")
     if missing == "sample" and seed is None:
         raise InputError("seed", None, "missing='sample' draws values and needs a seed")
+    check_flag(replace, "replace")
     if replace and (seed is None or by != "gpu"):
         raise InputError("replace", True, "draws with replacement need a seed and by='gpu'")
     eligible = (

@@ -158,11 +158,10 @@ def test_greedy_scales_to_4096_gpus() -> None:
     assert bound <= r.objective
 
 
-@pytest.mark.parametrize("magnitude", [1e-9, 1e-300, 1e12])
+@pytest.mark.parametrize("magnitude", [1e-9, 1e-300, 1e300])
 def test_greedy_does_not_depend_on_the_weights_scale(magnitude: float) -> None:
     # Local search and the 1-GPU transportation problem had absolute tolerances: with weights of
-    # 1e-9 the greedy gave placements 0.2-0.3% dearer on full-load rounds. 1e12 is the largest
-    # weight an instance takes (palopt.instance.MAX_FACTOR).
+    # 1e-9 the greedy gave placements 0.2-0.3% dearer on full-load rounds.
     inst = make_instance(Family(256, 8, 1.0, "synthetic"), 0)
     queue = tuple(replace(j, weight=j.weight * magnitude) for j in inst.queue)
     scaled = replace(inst, queue=queue)

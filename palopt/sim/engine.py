@@ -46,7 +46,7 @@ from palopt.instance import Instance, Job, penalty_matrix
 from palopt.result import PlacementResult
 from palopt.sim.policies import SchedulingPolicy, get_policy
 from palopt.sim.profile import ClusterProfile
-from palopt.sim.trace import TraceJob, extra_jobs
+from palopt.sim.trace import TraceJob, check_trace, extra_jobs
 from palopt.solvers import get_solver
 from palopt.solvers.base import Solver
 from palopt.topology import Topology
@@ -133,8 +133,9 @@ class SimConfig:
         for flag in ("backfill", "extra_jobs", "shortcuts", "check"):
             check_flag(getattr(self, flag), flag)
         check_count(self.max_idle_rounds, "max_idle_rounds")
-        check_seed(self.seed)
-        check_seed(self.extra_seed, "extra_seed")
+        for name in ("seed", "extra_seed"):  # None would draw differently on every run
+            if check_seed(getattr(self, name), name) is None:
+                raise InputError(name, None, "must be a non-negative integer")
         if self.time_limit is not None:
             check_time_limit(self.time_limit)
 
@@ -313,6 +314,7 @@ class Simulator:
             topology, profile.classes, profile.charge, self.penalty, ()
         )
         self._base_instance = Instance(topology, profile.classes, profile.rank, self.penalty, ())
+        check_trace(trace)
         self.trace = tuple(sorted(trace, key=lambda j: j.submit_time))  # stable
         for i, j in enumerate(self.trace):
             if j.num_gpus > n:

@@ -14,7 +14,7 @@ import numpy as np
 
 from palopt import variability
 from palopt.errors import InputError, check_seed
-from palopt.instance import require_positive
+from palopt.instance import require_factors
 from palopt.io import read_csv
 from palopt.topology import Topology
 
@@ -108,8 +108,8 @@ def load_profile(
         df[col] = values
     charge = df[[f"PerfVar_{c}" for c in classes]].to_numpy(dtype=np.float64).T
     rank = df[rank_cols].to_numpy(dtype=np.float64).T
-    require_positive(charge, lambda c, g: f"profile.PerfVar_{classes[c]}[{g}]")
-    require_positive(rank, lambda c, g: f"profile.{rank_cols[c]}[{g}]")
+    require_factors(charge, lambda c, g: f"profile.PerfVar_{classes[c]}[{g}]")
+    require_factors(rank, lambda c, g: f"profile.{rank_cols[c]}[{g}]")
     return ClusterProfile(classes, rank, charge)
 
 

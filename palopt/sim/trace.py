@@ -20,6 +20,7 @@ from palopt.workloads import Workloads, load_workloads
 
 __all__ = [
     "TraceJob",
+    "check_trace",
     "load_trace",
     "extra_jobs",
     "gpu_count_distribution",
@@ -114,41 +115,65 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
     for i, (jid, n, submit, dur, model) in enumerate(
         zip(*(df[c].tolist() for c in REQUIRED_COLUMNS), strict=True)
     ):
-        where = f"trace[{i}]"
-        if not isinstance(jid, str) or not jid.strip():  # pandas reads an empty cell as NaN
-            raise InputError(f"{where}.job_id", jid, "empty job id")
-        spec = workloads.get(model, f"{where}.model")
+        spec = workloads.get(model, f"trace[{i}].model")
         if isinstance(n, float) and n.is_integer():  # the column is float if a cell is empty
             n = int(n)
+        jobs.append(TraceJob(jid, n, submit, dur, str(model), spec.job_class, spec.base_iter_time))
+    check_trace(jobs)
+    return tuple(sorted(jobs, key=lambda j: j.submit_time))
+
+
+def check_trace(trace: Sequence[TraceJob]) -> None:
+    """Check every job of a trace, naming ``trace[i].field`` (``i`` in the order given).
+
+    Parameters
+    ----------
+    trace : sequence of TraceJob
+
+    Raises
+    ------
+    InputError
+        For an empty or duplicate id, a size that is not a positive integer, a number of
+        iterations or an iteration time that is not a finite positive number, a submit time
+        outside 0 to :data:`MAX_SUBMIT_TIME`, or a class that is not a name.
+
+    Examples
+    --------
+    >>> check_trace([TraceJob("a", 2, 0.0, 100.0, "vgg19", "classC", -1.0)])
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: trace[0].base_iter_time = -1.0: must be a finite positive number
+    """
+    seen: set[str] = set()
+    for i, job in enumerate(trace):
+        where = f"trace[{i}]"
+        if not isinstance(job, TraceJob):
+            raise InputError(where, job, "must be a TraceJob")
+        if not isinstance(job.id, str) or not job.id.strip():  # pandas reads an empty cell as NaN
+            raise InputError(f"{where}.job_id", job.id, "empty job id")
+        if job.id in seen:
+            raise InputError(f"{where}.job_id", job.id, "duplicate job id")
+        seen.add(job.id)
+        n = job.num_gpus
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise InputError(f"{where}.num_gpus", n, "must be a positive integer")
-        if isinstance(dur, bool) or not (
-            isinstance(dur, (int, float)) and math.isfinite(dur) and dur > 0
-        ):
-            raise InputError(f"{where}.duration", dur, "must be a positive number of iterations")
-        if isinstance(submit, bool) or not (
-            isinstance(submit, (int, float)) and 0 <= submit <= MAX_SUBMIT_TIME
-        ):
+        for name, value in (("duration", job.iterations), ("base_iter_time", job.base_iter_time)):
+            if not _is_number(value) or not 0 < value < math.inf:
+                raise InputError(f"{where}.{name}", value, "must be a finite positive number")
+        if not _is_number(job.submit_time) or not 0 <= job.submit_time <= MAX_SUBMIT_TIME:
             raise InputError(
-                f"{where}.submit_time", submit, f"must be a number from 0 to {MAX_SUBMIT_TIME:g}"
+                f"{where}.submit_time",
+                job.submit_time,
+                f"must be a number from 0 to {MAX_SUBMIT_TIME:g}",
             )
-        jobs.append(
-            TraceJob(
-                str(jid),
-                int(n),
-                float(submit),
-                float(dur),
-                str(model),
-                spec.job_class,
-                spec.base_iter_time,
-            )
-        )
-    seen: set[str] = set()
-    for i, job in enumerate(jobs):
-        if job.id in seen:
-            raise InputError(f"trace[{i}].job_id", job.id, "duplicate job id")
-        seen.add(job.id)
-    return tuple(sorted(jobs, key=lambda j: j.submit_time))
+        if not isinstance(job.job_class, str):
+            raise InputError(f"{where}.job_class", job.job_class, "expected a class name")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
 
 
 def extra_jobs(

@@ -1,0 +1,152 @@
+"""The Python API at the edges: numpy values, odd types and copies behave as the plain ones or
+are refused with an InputError naming the field, never a raw exception or a silent change."""
+
+from __future__ import annotations
+
+import copy
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+import palopt
+from palopt import InputError, Instance, Job, build_cluster, check_feasible, solve
+from palopt.io import instance_to_dict
+from palopt.sim import SimConfig, Simulator
+from palopt.sim.profile import ClusterProfile
+from palopt.sim.trace import TraceJob
+
+TOPO = build_cluster(2, 2, 4)  # 16 GPUs
+
+
+def _instance(*jobs: Job, busy: object = ()) -> Instance:
+    return Instance(TOPO, ("A",), np.ones((1, 16)), np.array([[1.0, 1.7, 2.0]]), jobs, busy)
+
+
+def test_numpy_values_in_a_job_become_python_values():
+    job = Job("r", np.int64(2), "A", weight=np.float32(0.5), current_gpus=np.array([4, 5]))
+    assert job.current_gpus == (4, 5) and job.is_running
+    assert type(job.num_gpus) is int and type(job.weight) is float
+    assert all(type(g) is int for g in job.current_gpus)
+    assert hash(job) == hash(Job("r", 2, "A", weight=0.5, current_gpus=(4, 5)))
+    inst = _instance(job)
+    assert solve(inst, "packed-sticky").placements[0].action == "keep"
+    json.dumps(instance_to_dict(inst))
+    json.dumps(solve(inst, "greedy").to_dict(inst))
+
+
+def test_a_running_job_on_gpu_0_given_as_an_array_is_running():
+    # np.array([0]) is falsy: the job looked waiting, and a busy or shared GPU 0 went unchecked.
+    job = Job("r", 1, "A", current_gpus=np.array([0]))
+    assert job.is_running
+    with pytest.raises(InputError, match="GPU is marked busy"):
+        _instance(job, busy=np.arange(16) == 0)
+    with pytest.raises(InputError, match="also held by job 'r'"):
+        _instance(job, Job("s", 1, "A", current_gpus=[0]))
+
+
+def test_a_job_keeps_the_gpus_it_was_given_when_the_list_changes():
+    gpus = [0, 1]
+    inst = _instance(Job("r", 2, "A", current_gpus=gpus))
+    gpus[1] = 999
+    assert inst.queue[0].current_gpus == (0, 1)
+    assert solve(inst, "packed-sticky").placements[0].gpus == (0, 1)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "message"),
+    [(3, "expected GPU indices"), ("01", "expected GPU indices"), ((True, False), "GPU index")],
+)
+def test_current_gpus_that_are_not_indices_are_refused(gpus, message):
+    with pytest.raises(InputError, match=message):
+        _instance(Job("r", 2, "A", current_gpus=gpus))
+
+
+@pytest.mark.parametrize("busy", [["False"] * 16, [0.5] * 16, [2] * 16])
+def test_a_busy_mask_is_booleans_or_0_and_1(busy):
+    with pytest.raises(InputError, match="busy = .*expected a mask of booleans"):
+        _instance(Job("a", 1, "A"), busy=busy)
+    assert _instance(Job("a", 1, "A"), busy=[1] + [0] * 15).n_available == 15
+
+
+@pytest.mark.parametrize(
+    ("gpus", "problem"),
+    [
+        ([0.5, 1.7], "got 0.5, not a GPU index"),
+        ("01", "not a list of GPU indices"),
+        ([True, False], "got True, not a GPU index"),
+        (None, "not a list of GPU indices"),
+        (["gpu0", "gpu1"], "got 'gpu0', not a GPU index"),
+    ],
+)
+def test_the_checker_refuses_what_is_not_a_gpu_index(gpus, problem):
+    inst = _instance(Job("a", 2, "A"))
+    problems = check_feasible(inst, {"a": gpus})
+    assert len(problems) == 1 and problem in problems[0]
+    assert check_feasible(inst, {"a": np.array([0, 1])}) == []
+    with pytest.raises(InputError, match="assignment = 'list'"):
+        check_feasible(inst, [("a", [0, 1])])  # type: ignore[arg-type]
+
+
+def test_copies_of_an_instance_stay_read_only():
+    inst = _instance(Job("a", 2, "A"))
+    for other in (pickle.loads(pickle.dumps(inst)), copy.deepcopy(inst)):
+        arrays = (other.slowdown, other.penalty, other.busy, other.topology.groups)
+        assert not any(a.flags.writeable for a in arrays)
+        with pytest.raises(ValueError, match="read-only"):
+            other.slowdown[:] = -5
+        assert solve(other, "pal").objective == solve(inst, "pal").objective
+
+
+def test_topology_lookups_check_their_indices():
+    for gpus, message in (([-1, 0], "gpu = -1"), ([], "non-empty"), ([0.5], "non-empty")):
+        with pytest.raises(InputError, match=message):
+            TOPO.tier_of(gpus)
+    for gpu in (-1, 16, 1.5, True):
+        with pytest.raises(InputError):
+            TOPO.server_of(gpu)  # type: ignore[arg-type]
+    assert TOPO.tier_of(np.array([0, 4])) == "rack" and TOPO.server_of(np.int64(5)) == "server1"
+
+
+def test_assign_profile_takes_a_flag_for_replace():
+    p = palopt.VariabilityProfile(("A",), ("g0", "g1"), np.array([[1.0, 1.2]]))
+    with pytest.raises(InputError, match="replace = 'no'"):
+        palopt.assign_profile(p, build_cluster(1, 1, 2), seed=1, replace="no")  # type: ignore[arg-type]
+
+
+def _profile(n: int) -> ClusterProfile:
+    ones = np.ones((1, n))
+    return ClusterProfile(("classA",), ones, ones)
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("base_iter_time", -1.0, r"trace\[0\].base_iter_time = -1.0"),
+        ("iterations", 0.0, r"trace\[0\].duration = 0.0"),
+        ("submit_time", -100.0, r"trace\[0\].submit_time = -100.0"),
+        ("submit_time", float("nan"), r"trace\[0\].submit_time = nan"),
+        ("num_gpus", "2", r"trace\[0\].num_gpus = '2'"),
+    ],
+)
+def test_the_simulator_checks_trace_jobs_it_is_given(field, value, message):
+    # A negative iteration time made Simulator.run() loop for ever.
+    values = {
+        "id": "a",
+        "num_gpus": 1,
+        "submit_time": 0.0,
+        "iterations": 10.0,
+        "model": "m",
+        "job_class": "classA",
+        "base_iter_time": 1.0,
+    }
+    values[field] = value
+    with pytest.raises(InputError, match=message):
+        Simulator(build_cluster(1, 1, 2), _profile(2), [TraceJob(**values)])
+
+
+@pytest.mark.parametrize("name", ["seed", "extra_seed"])
+def test_simulator_seeds_are_integers(name):
+    with pytest.raises(InputError, match=f"{name} = None"):
+        SimConfig(**{name: None})
