@@ -113,6 +113,35 @@ def test_per_tier_penalties():
     assert finish(res, "c") == 200.0  # 50 iterations per round
 
 
+@pytest.mark.parametrize("restart", [20, 150, 250])
+def test_a_restart_longer_than_a_round_is_charged_whole(restart):
+    # As below, exact completion: a has 200 iterations left when it resumes at 200 s; the
+    # restart takes `restart` seconds, spread over as many rounds as it lasts (it used to stop
+    # at one round: 150 and 250 s both gave 500 s).
+    topo = build_cluster(1, 1, 2)
+    trace = [job("a", 2, 0, 300), job("b", 2, 50, 100)]
+    cfg = SimConfig(round_s=100, restart_cost_s=restart, completion="exact", check=True)
+    res = simulate(topo, flat(2), trace, "packed-sticky", "las", cfg)
+    assert finish(res, "a") == 400.0 + restart and finish(res, "b") == 200.0
+
+
+def test_utilisation_is_held_gpu_time_over_the_makespan():
+    # One GPU. Exact completion: a job of 28 iterations of 1 s ends 28 s into its round; the
+    # GPU is held until then (was 100 / 28 = 357%, a whole round over part of one).
+    topo = build_cluster(1, 1, 1)
+    cfg = SimConfig(round_s=100, completion="exact")
+    s = summary(simulate(topo, flat(1), [job("a", 1, 0, 28)], "pal", "fifo", cfg))
+    assert s["makespan_h"] * 3600 == pytest.approx(28.0) and s["gpu_utilisation"] == 1.0
+    # A trace that starts late: the makespan and the utilisation both start at the first
+    # submission (was 1 / 11 = 9%, counted from time 0).
+    s = summary(simulate(topo, flat(1), [job("a", 1, 1080, 100)], "pal", "fifo", SimConfig()))
+    assert s["makespan_h"] * 3600 == pytest.approx(360.0) and s["gpu_utilisation"] == 1.0
+    # Two GPUs, one job of one GPU for two rounds, then nothing: half.
+    topo = build_cluster(1, 1, 2)
+    s = summary(simulate(topo, flat(2), [job("a", 1, 0, 200)], "pal", "fifo", SimConfig(100)))
+    assert s["gpu_utilisation"] == 0.5
+
+
 def test_las_preempts_and_restart_cost():
     # One server of 2 GPUs. a (300 it) starts at 0; b (100 it) arrives at 50. Under LAS, b has
     # less attained service at t=100 and preempts a; b is done at 200, a resumes and is done
@@ -151,6 +180,20 @@ def test_backfill():
     assert back.jobs.first_start[c] == 0.0
     assert finish(back, "c") == 100.0
     assert finish(back, "a") == finish(plain, "a") == 1000.0
+
+
+@pytest.mark.parametrize("solver", ["pal", "packed-sticky", "packed-nonsticky"])
+def test_a_backfilled_job_keeps_running_behind_the_blocked_one(solver):
+    # c (1 GPU, 5 rounds) is backfilled beside a while b stays blocked. Backfill used to leave
+    # out running jobs, so c was preempted every other round and finished at 900 s, not 500 s.
+    topo = build_cluster(1, 1, 4)
+    trace = [job("a", 2, 0, 2000), job("b", 3, 0, 100), job("c", 1, 0, 500)]
+    res = simulate(
+        topo, flat(4), trace, solver, "fifo", SimConfig(round_s=100, backfill=True, check=True)
+    )
+    c = [j.id for j in res.jobs.jobs].index("c")
+    assert finish(res, "c") == 500.0 and res.jobs.preemptions[c] == 0
+    assert finish(res, "a") == 2000.0 and finish(res, "b") == 2100.0
 
 
 def test_waiting_until_arrival_and_round_alignment():

@@ -27,7 +27,7 @@ import logging
 import math
 import time as _time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -368,7 +368,7 @@ class Simulator:
             return 0
         iter_time = jt.cost[run] * jt.base[run]
         usable = np.maximum(R - jt.lost_s[run], 0.0)
-        jt.lost_s[run] = 0.0
+        jt.lost_s[run] = np.maximum(jt.lost_s[run] - R, 0.0)  # a restart may outlast a round
         before = jt.iters_done[run]
         jt.iters_done[run] = before + usable / iter_time
         jt.attained_s[run] += R
@@ -423,17 +423,18 @@ class Simulator:
         return result
 
     def _backfill(self, instance: Instance, result: PlacementResult) -> PlacementResult:
-        """Place waiting jobs behind a blocked one on the GPUs left free, in queue order."""
+        """Place the jobs behind a blocked one on the GPUs left free, in queue order.
+
+        Jobs running now are among them (a job backfilled last round keeps running behind
+        the blocked one: left out, it was preempted every other round); one whose GPUs were
+        given to another job counts as waiting.
+        """
         placements = list(result.placements)
         used = np.zeros(self.topology.n_gpus, dtype=bool)
         for p in placements:
             used[list(p.gpus)] = True
         pos = {p.job_id: i for i, p in enumerate(placements)}
-        pending = [
-            j
-            for j, p in zip(instance.queue, placements, strict=True)
-            if not p.placed and not j.is_running
-        ]
+        pending = [j for j, p in zip(instance.queue, placements, strict=True) if not p.placed]
         while len(pending) > 1:
             free = int((~used).sum())
             pending = [j for j in pending[1:] if j.num_gpus <= free]  # drop the blocked head
@@ -444,7 +445,10 @@ class Simulator:
                 instance.classes,
                 instance.slowdown,
                 instance.penalty,
-                tuple(pending),
+                tuple(
+                    replace(j, current_gpus=()) if used[list(j.current_gpus)].any() else j
+                    for j in pending
+                ),
                 used,
             )
             res = self.solver.solve(

@@ -26,9 +26,10 @@ def summary(res: SimResult) -> dict[str, Any]:
     -------
     dict
         ``jobs``, ``avg_jct_h``, ``median_jct_h``, ``p99_jct_h`` (hours), ``makespan_h`` (first
-        submit to last completion), ``gpu_utilisation`` (busy GPU-rounds / GPU-rounds up to the
-        last completion), ``avg_queueing_delay_h`` (submit to first start), ``preemptions``,
-        ``migrations``, ``rounds``, ``solver``, ``policy``, ``wall_time_s``.
+        submit to last completion), ``gpu_utilisation`` (GPU-seconds held by jobs over the
+        cluster's GPU-seconds, both over the makespan), ``avg_queueing_delay_h`` (submit to
+        first start), ``preemptions``, ``migrations``, ``rounds`` (rounds simulated: rounds with
+        no job running or waiting are skipped), ``solver``, ``policy``, ``wall_time_s``.
     """
     jt = res.jobs
     idx = _tracked_done(res)
@@ -36,9 +37,13 @@ def summary(res: SimResult) -> dict[str, Any]:
     delay = (jt.first_start[idx] - jt.submit[idx]) / 3600.0
     end = float(jt.finish[idx].max()) if len(idx) else 0.0
     start = float(jt.submit[idx].min()) if len(idx) else 0.0
-    busy = np.array([r.busy_gpus for r in res.rounds if r.time < end], dtype=np.float64)
-    n_rounds = end / res.config.round_s if end > 0 else 0.0
-    util = float(busy.sum() / (res.n_gpus * n_rounds)) if n_rounds else 0.0
+    # A round's GPUs are held from its start to the next round's, also by a job that completes
+    # within it (exact completion); only the part of each round within the makespan counts.
+    R = res.config.round_s
+    held = sum(
+        r.busy_gpus * max(0.0, min(r.time + R, end) - max(r.time, start)) for r in res.rounds
+    )
+    util = float(held / (res.n_gpus * (end - start))) if end > start else 0.0
     return {
         "solver": res.solver,
         "policy": res.policy,
