@@ -116,6 +116,17 @@ def check_seed(seed: Any, field: str = "seed") -> int | None:
     return int(seed)
 
 
+def _finite(value: Any) -> bool:
+    """Whether ``value`` is a real number (not a bool) that is finite as a float (``10**400``
+    is not: it has no float)."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def check_time_limit(seconds: Any, field: str = "time_limit") -> float:
     """``seconds`` as a ``float``: the one check of a time limit.
 
@@ -139,11 +150,7 @@ def check_time_limit(seconds: Any, field: str = "time_limit") -> float:
     >>> check_time_limit(2)
     2.0
     """
-    if (
-        isinstance(seconds, bool)
-        or not isinstance(seconds, Real)
-        or not 0 < float(seconds) < math.inf
-    ):
+    if not _finite(seconds) or not seconds > 0:
         raise InputError(field, seconds, "must be a positive, finite number of seconds")
     return float(seconds)
 
@@ -165,13 +172,7 @@ def check_number(value: Any, field: str, low: float = 0.0, inclusive: bool = Fal
     ...
     palopt.errors.InputError: round = 'abc': must be a finite number > 0
     """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, Real)
-        or not math.isfinite(value)
-        or value < low
-        or (value == low and not inclusive)
-    ):
+    if not _finite(value) or value < low or (value == low and not inclusive):
         raise InputError(
             field, value, f"must be a finite number {'>=' if inclusive else '>'} {low:g}"
         )

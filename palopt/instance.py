@@ -105,19 +105,23 @@ class Instance:
 
     def __post_init__(self) -> None:
         topo = self.topology
+        if not isinstance(topo, Topology):
+            raise InputError("topology", type(topo).__name__, "expected a Topology (build_cluster)")
         n, t = topo.n_gpus, len(topo.tiers)
+        if isinstance(self.classes, str) or not _is_sequence(self.classes):
+            raise InputError("classes", self.classes, "expected a list of class names")
         classes = tuple(self.classes)
         object.__setattr__(self, "classes", classes)
+        if isinstance(self.queue, Job) or not _is_sequence(self.queue):
+            raise InputError("queue", type(self.queue).__name__, "expected a sequence of Jobs")
         object.__setattr__(self, "queue", tuple(self.queue))
-        if not classes or len(set(classes)) != len(classes):
+        if not all(isinstance(c, str) for c in classes) or not classes:
+            raise InputError("classes", classes, "expected a non-empty list of class names")
+        if len(set(classes)) != len(classes):
             raise InputError("classes", classes, "must be a non-empty list of distinct names")
-        sd = np.array(self.slowdown, dtype=np.float64)
-        if sd.shape != (len(classes), n):
-            raise InputError("slowdown", sd.shape, f"expected shape ({len(classes)}, {n})")
+        sd = _matrix(self.slowdown, "slowdown", (len(classes), n))
         require_factors(sd, lambda c, g: f"slowdown.{classes[c]}.{topo.gpu_ids[g]}")
-        pen = np.array(self.penalty, dtype=np.float64)
-        if pen.shape != (len(classes), t):
-            raise InputError("penalty", pen.shape, f"expected shape ({len(classes)}, {t})")
+        pen = _matrix(self.penalty, "penalty", (len(classes), t))
         require_factors(pen, lambda c, k: f"penalties.{classes[c]}.{topo.tiers[k]}")
         dec = np.diff(pen, axis=1) < 0
         if dec.any():
@@ -193,6 +197,25 @@ def require_factors(values: np.ndarray, field: Callable[[int, int], str]) -> Non
         )
 
 
+def _is_sequence(value: object) -> bool:
+    return isinstance(value, (Sequence, np.ndarray))
+
+
+def _matrix(value: object, name: str, shape: tuple[int, int]) -> np.ndarray:
+    """``value`` as a float array of ``shape`` (rows: classes), or an InputError naming it."""
+    if isinstance(value, Mapping) or (
+        isinstance(value, np.ndarray) and value.dtype.kind not in "iuf"
+    ):
+        raise InputError(name, type(value).__name__, f"expected a {shape} array of numbers")
+    try:
+        out = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise InputError(name, value, f"expected a {shape} array of numbers") from None
+    if out.shape != shape:
+        raise InputError(name, out.shape, f"expected shape {shape}")
+    return out
+
+
 def _check_cost_range(queue: tuple[Job, ...], sd: np.ndarray, pen: np.ndarray) -> None:
     """Refuse weights whose costs, with these slowdowns and penalties, leave :data:`MAX_ROUND`."""
     if not queue:
@@ -232,7 +255,7 @@ def _check_queue(
             raise InputError(f"{where}.num_gpus", job.num_gpus, "must be a positive integer")
         if job.num_gpus > n:
             raise InputError(f"{where}.num_gpus", job.num_gpus, f"exceeds the cluster's {n} GPUs")
-        if job.job_class not in class_index:
+        if not isinstance(job.job_class, str) or job.job_class not in class_index:
             raise InputError(
                 f"{where}.class", job.job_class, f"unknown class; known: {', '.join(class_index)}"
             )

@@ -150,3 +150,33 @@ def test_the_simulator_checks_trace_jobs_it_is_given(field, value, message):
 def test_simulator_seeds_are_integers(name):
     with pytest.raises(InputError, match=f"{name} = None"):
         SimConfig(**{name: None})
+
+
+PEN = np.array([[1.0, 1.7, 2.0]])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ((None, ("A",), np.ones((1, 16)), PEN, ()), "topology = 'NoneType'"),
+        ((TOPO, None, np.ones((1, 16)), PEN, ()), "classes = None"),
+        ((TOPO, "A", np.ones((1, 16)), PEN, ()), "classes = 'A'"),
+        ((TOPO, (1,), np.ones((1, 16)), PEN, ()), "classes = \\(1,\\)"),
+        ((TOPO, ("A",), np.ones((1, 16)), PEN, None), "queue = 'NoneType'"),
+        ((TOPO, ("A",), np.ones((1, 16)), PEN, Job("a", 1, "A")), "queue = 'Job'"),
+        ((TOPO, ("A",), [[1.0] * 15 + [[1.0]]], PEN, ()), "slowdown = .*array of numbers"),
+        ((TOPO, ("A",), np.ones((1, 16)) + 0j, PEN, ()), "slowdown = 'ndarray'"),
+        ((TOPO, ("A",), np.full((1, 16), "1.5"), PEN, ()), "slowdown = 'ndarray'"),
+        ((TOPO, ("A",), np.ones((1, 16)), {"rack": 1.7}, ()), "penalty = 'dict'"),
+        ((TOPO, ("A",), np.ones((1, 16)), PEN, (Job("a", 1, "A", weight="1"),)), "weight = '1'"),
+        ((TOPO, ("A",), np.ones((1, 16)), PEN, (Job("a", 1, ["A"]),)), "unknown class"),  # type: ignore[arg-type]
+    ],
+)
+def test_instance_arguments_of_the_wrong_kind_are_named(args, message):
+    with pytest.raises(InputError, match=message):
+        Instance(*args)
+
+
+def test_time_limits_without_a_float_are_refused():
+    with pytest.raises(InputError, match="time_limit = 1000"):
+        solve(_instance(Job("a", 1, "A")), "pal", time_limit=10**400)
