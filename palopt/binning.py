@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_count, check_number
 
 __all__ = ["Binning", "METHODS", "bin_values", "kmeans_1d"]
 
@@ -211,10 +211,14 @@ def kmeans_1d(values: Sequence[float] | np.ndarray, k: int) -> tuple[np.ndarray,
 
 
 def _check_values(values: Sequence[float] | np.ndarray) -> np.ndarray:
+    if isinstance(values, np.ndarray) and values.dtype.kind not in "iuf":
+        raise InputError("values", values.dtype.name, "expected a sequence of numbers")
     try:
-        x = np.asarray(values, dtype=np.float64).ravel()
+        x = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
         raise InputError("values", values, "expected a sequence of numbers") from None
+    if x.ndim != 1:
+        raise InputError("values", x.shape, "expected a flat sequence of numbers")
     if x.size == 0:
         raise InputError("values", [], "need at least one value")
     if not np.isfinite(x).all():
@@ -270,7 +274,8 @@ def bin_values(
     Raises
     ------
     InputError
-        For an unknown method, non-finite values, or a bad ``k``, ``tol`` or ``k_max``.
+        For an unknown method, values that are not a flat sequence of finite numbers (positive
+        ones for ``"artifact"``), or a bad ``k``, ``tol`` or ``k_max``.
 
     Examples
     --------
@@ -282,13 +287,13 @@ def bin_values(
     if method not in METHODS:
         raise InputError("method", method, f"must be one of {', '.join(METHODS)}")
     x = _check_values(values)
+    if method == "artifact" and (x <= 0).any():  # its levels are divided by the median centre
+        raise InputError("values", float(x[x <= 0][0]), "the artifact rule needs positive values")
     distinct = len(np.unique(x))
-    if k is not None and (not isinstance(k, (int, np.integer)) or k < 1):
-        raise InputError("k", k, "must be a positive integer")
-    if not (isinstance(tol, (int, float)) and tol >= 0):
-        raise InputError("tol", tol, "must be a non-negative number")
-    if not isinstance(k_max, (int, np.integer)) or k_max < 1:
-        raise InputError("k_max", k_max, "must be a positive integer")
+    if k is not None:
+        check_count(k, "k")
+    check_number(tol, "tol", inclusive=True)
+    check_count(k_max, "k_max")
     if k is not None:
         k_rule = min(int(k), distinct)
     elif method == "artifact":

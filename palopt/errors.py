@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping
 from numbers import Integral, Real
-from typing import Any
+from typing import Any, TypeGuard
 
 
 class PaloptError(Exception):
@@ -116,10 +116,22 @@ def check_seed(seed: Any, field: str = "seed") -> int | None:
     return int(seed)
 
 
+def is_number(value: Any) -> TypeGuard[float]:
+    """Whether ``value`` is a real number: an int or float, numpy's too, but not a bool.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> [is_number(v) for v in (2, 1.5, np.int64(2), True, "1", None)]
+    [True, True, True, False, False, False]
+    """
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
 def _finite(value: Any) -> bool:
     """Whether ``value`` is a real number (not a bool) that is finite as a float (``10**400``
     is not: it has no float)."""
-    if isinstance(value, bool) or not isinstance(value, Real):
+    if not is_number(value):
         return False
     try:
         return math.isfinite(value)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from palopt.errors import InputError
+from palopt.errors import InputError, is_number
 from palopt.topology import Topology
 
 __all__ = ["Job", "Instance", "penalty_matrix", "require_factors"]
@@ -260,7 +260,7 @@ def _check_queue(
                 f"{where}.class", job.job_class, f"unknown class; known: {', '.join(class_index)}"
             )
         w = job.weight
-        if isinstance(w, bool) or not isinstance(w, (int, float)) or not 0 < w < math.inf:
+        if not is_number(w) or not 0 < w < math.inf:
             raise InputError(f"{where}.weight", w, "must be a finite positive number")
         if job.current_gpus:
             if len(job.current_gpus) != job.num_gpus:
@@ -315,12 +315,12 @@ def penalty_matrix(
     [[1.0, 1.7, 1.7]]
     """
     tiers = topology.tiers
-    if isinstance(penalties, (int, float)) and not isinstance(penalties, bool):
+    if is_number(penalties):
         row = [1.0 if t in ("nvlink", "server") else float(penalties) for t in tiers]
         return np.array([row] * len(classes), dtype=np.float64)
     if not isinstance(penalties, Mapping):
         raise InputError(field_name, penalties, "expected a number or a mapping")
-    if all(isinstance(v, (int, float)) for v in penalties.values()):
+    if not any(isinstance(v, Mapping) for v in penalties.values()):  # one map tier -> value
         per_class: Mapping[str, object] = {"default": penalties}
     else:
         per_class = penalties
@@ -345,7 +345,7 @@ def penalty_matrix(
         for t in tiers:
             if t in spec:
                 value = spec[t]
-                if isinstance(value, bool) or not isinstance(value, (int, float)):
+                if not is_number(value):
                     raise InputError(f"{field_name}.{c}.{t}", value, "must be a number")
                 last = float(value)
             row.append(last)

@@ -20,12 +20,13 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from numbers import Integral
 from typing import Any
 
 import networkx as nx
 import numpy as np
 
-from palopt.errors import InputError, check_fields
+from palopt.errors import InputError, check_count, check_fields
 
 #: The most GPUs :func:`build_cluster` builds (a shape such as ``100000x100000`` would otherwise
 #: fill the memory before anything else is checked).
@@ -483,13 +484,9 @@ def build_cluster(
     >>> topo.n_gpus, topo.n_servers, topo.tiers
     (64, 8, ('nvlink', 'server', 'rack', 'cluster'))
     """
-    for name, value in (
-        ("racks", racks),
-        ("servers_per_rack", servers_per_rack),
-        ("gpus_per_server", gpus_per_server),
-    ):
-        if not isinstance(value, int) or value < 1:
-            raise InputError(name, value, "must be a positive integer")
+    racks = check_count(racks, "racks")
+    servers_per_rack = check_count(servers_per_rack, "servers_per_rack")
+    gpus_per_server = check_count(gpus_per_server, "gpus_per_server")
     if racks * servers_per_rack * gpus_per_server > MAX_GPUS:
         raise InputError(
             "cluster",
@@ -497,7 +494,10 @@ def build_cluster(
             f"more than {MAX_GPUS:,} GPUs",
         )
     if nvlink_island is not None and (
-        not isinstance(nvlink_island, int) or nvlink_island < 1 or gpus_per_server % nvlink_island
+        isinstance(nvlink_island, bool)
+        or not isinstance(nvlink_island, Integral)
+        or nvlink_island < 1
+        or gpus_per_server % nvlink_island
     ):
         raise InputError(
             "nvlink_island",

@@ -180,3 +180,30 @@ def test_instance_arguments_of_the_wrong_kind_are_named(args, message):
 def test_time_limits_without_a_float_are_refused():
     with pytest.raises(InputError, match="time_limit = 1000"):
         solve(_instance(Job("a", 1, "A")), "pal", time_limit=10**400)
+
+
+@pytest.mark.parametrize(
+    ("values", "options", "message"),
+    [
+        ([-1.0, -1.0, 1.0, 1.0], {"method": "artifact"}, "the artifact rule needs positive"),
+        ([[1.0, 2.0], [3.0, 4.0]], {}, "expected a flat sequence"),
+        (np.array([1 + 0j]), {}, "values = 'complex128'"),
+        ([1.0, 1.1], {"k": True}, "k = True"),
+        ([1.0, 1.1], {"k_max": True}, "k_max = True"),
+        ([1.0, 1.1], {"tol": -1}, "tol = -1"),
+    ],
+)
+def test_binning_refuses_what_it_cannot_bin(values, options, message):
+    with pytest.raises(InputError, match=message):
+        palopt.bin_values(values, **options)
+
+
+def test_numbers_of_any_kind_build_clusters_and_penalties():
+    assert build_cluster(np.int64(2), 2, 4, nvlink_island=np.int64(2)).n_gpus == 16
+    for bad in ({"racks": True}, {"nvlink_island": True}):
+        with pytest.raises(InputError, match="= True"):
+            build_cluster(**{"racks": 2, "servers_per_rack": 2, "gpus_per_server": 4, **bad})
+    pen = palopt.penalty_matrix(TOPO, ["A"], np.int64(2))
+    assert pen.tolist() == [[1.0, 2.0, 2.0]]
+    with pytest.raises(InputError, match="penalties.A.rack = '1.7': must be a number"):
+        palopt.penalty_matrix(TOPO, ["A"], {"rack": "1.7"})

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from palopt.errors import InputError, check_seed
+from palopt.errors import InputError, check_seed, is_number
 from palopt.io import read_csv
 from palopt.workloads import Workloads, load_workloads
 
@@ -158,9 +158,9 @@ def check_trace(trace: Sequence[TraceJob]) -> None:
         if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
             raise InputError(f"{where}.num_gpus", n, "must be a positive integer")
         for name, value in (("duration", job.iterations), ("base_iter_time", job.base_iter_time)):
-            if not _is_number(value) or not 0 < value < math.inf:
+            if not is_number(value) or not 0 < value < math.inf:
                 raise InputError(f"{where}.{name}", value, "must be a finite positive number")
-        if not _is_number(job.submit_time) or not 0 <= job.submit_time <= MAX_SUBMIT_TIME:
+        if not is_number(job.submit_time) or not 0 <= job.submit_time <= MAX_SUBMIT_TIME:
             raise InputError(
                 f"{where}.submit_time",
                 job.submit_time,
@@ -168,12 +168,6 @@ def check_trace(trace: Sequence[TraceJob]) -> None:
             )
         if not isinstance(job.job_class, str):
             raise InputError(f"{where}.job_class", job.job_class, "expected a class name")
-
-
-def _is_number(value: object) -> bool:
-    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    )
 
 
 def extra_jobs(
