@@ -168,10 +168,14 @@ class Instance:
         return np.array([self.class_index[j.job_class] for j in self.queue], dtype=np.int64)
 
     def replace_queue(self, queue: Sequence[Job]) -> Instance:
-        """A copy of this instance with another queue (validated)."""
-        return Instance(
-            self.topology, self.classes, self.slowdown, self.penalty, tuple(queue), self.busy
-        )
+        """A copy of this instance with another queue (validated; the rest is this instance's,
+        already checked: a simulation calls this every round)."""
+        queue = tuple(queue)
+        _check_queue(queue, self.class_index, self.busy, self.topology.n_gpus)
+        _check_cost_range(queue, self.slowdown, self.penalty)
+        copy = object.__new__(Instance)
+        copy.__dict__.update(self.__dict__, queue=queue)
+        return copy
 
 
 #: Slowdowns and penalties lie in ``[MIN_FACTOR, MAX_FACTOR]``: far beyond any measured value,
@@ -236,49 +240,51 @@ def _check_cost_range(queue: tuple[Job, ...], sd: np.ndarray, pen: np.ndarray) -
 def _check_queue(
     queue: tuple[Job, ...], class_index: Mapping[str, int], busy: np.ndarray, n: int
 ) -> None:
+    # Called for every round of a simulation: the checks test exact types first (a Job has
+    # turned numpy values into int and float) and format a field's name only to report it.
     seen_jobs: set[str] = set()
     held: dict[int, str] = {}
     for i, job in enumerate(queue):
-        where = f"queue[{i}]"
         if not isinstance(job, Job):
-            raise InputError(where, job, "must be a Job")
-        if not isinstance(job.id, str) or not job.id:
-            raise InputError(f"{where}.id", job.id, "must be a non-empty string")
+            raise InputError(f"queue[{i}]", job, "must be a Job")
+        if type(job.id) is not str or not job.id:
+            raise InputError(f"queue[{i}].id", job.id, "must be a non-empty string")
         if job.id in seen_jobs:
-            raise InputError(f"{where}.id", job.id, "duplicate job id")
+            raise InputError(f"queue[{i}].id", job.id, "duplicate job id")
         seen_jobs.add(job.id)
-        if (
-            isinstance(job.num_gpus, bool)
-            or not isinstance(job.num_gpus, (int, np.integer))
-            or job.num_gpus < 1
-        ):
-            raise InputError(f"{where}.num_gpus", job.num_gpus, "must be a positive integer")
-        if job.num_gpus > n:
-            raise InputError(f"{where}.num_gpus", job.num_gpus, f"exceeds the cluster's {n} GPUs")
-        if not isinstance(job.job_class, str) or job.job_class not in class_index:
+        k = job.num_gpus
+        if type(k) is not int or k < 1:
+            raise InputError(f"queue[{i}].num_gpus", k, "must be a positive integer")
+        if k > n:
+            raise InputError(f"queue[{i}].num_gpus", k, f"exceeds the cluster's {n} GPUs")
+        if type(job.job_class) is not str or job.job_class not in class_index:
             raise InputError(
-                f"{where}.class", job.job_class, f"unknown class; known: {', '.join(class_index)}"
+                f"queue[{i}].class",
+                job.job_class,
+                f"unknown class; known: {', '.join(class_index)}",
             )
         w = job.weight
-        if not is_number(w) or not 0 < w < math.inf:
-            raise InputError(f"{where}.weight", w, "must be a finite positive number")
+        if (type(w) is not float and type(w) is not int) or not 0 < w < math.inf:
+            raise InputError(f"queue[{i}].weight", w, "must be a finite positive number")
         if job.current_gpus:
-            if len(job.current_gpus) != job.num_gpus:
+            if len(job.current_gpus) != k:
                 raise InputError(
-                    f"{where}.current_gpus",
+                    f"queue[{i}].current_gpus",
                     job.current_gpus,
-                    f"a running job must hold exactly num_gpus={job.num_gpus} GPUs",
+                    f"a running job must hold exactly num_gpus={k} GPUs",
                 )
             for g in job.current_gpus:
-                if isinstance(g, bool) or not isinstance(g, int) or not 0 <= g < n:
-                    raise InputError(f"{where}.current_gpus", g, "not a GPU index of the topology")
+                if type(g) is not int or not 0 <= g < n:
+                    raise InputError(
+                        f"queue[{i}].current_gpus", g, "not a GPU index of the topology"
+                    )
                 if busy[g]:
-                    raise InputError(f"{where}.current_gpus", g, "GPU is marked busy")
+                    raise InputError(f"queue[{i}].current_gpus", g, "GPU is marked busy")
                 if g in held:
                     raise InputError(
-                        f"{where}.current_gpus", g, f"GPU is also held by job {held[g]!r}"
+                        f"queue[{i}].current_gpus", g, f"GPU is also held by job {held[g]!r}"
                     )
-                held[int(g)] = job.id
+                held[g] = job.id
 
 
 def penalty_matrix(
