@@ -308,10 +308,13 @@ def read_text(path: str | Path) -> str:
     Raises
     ------
     InputError
-        If the file is not UTF-8, naming the file and the first bad byte.
+        If ``path`` is not a file name, or the file is not UTF-8 (naming the file and the first
+        bad byte).
     OSError
         If the file cannot be read.
     """
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError("path", type(path).__name__, "expected a file name")
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:

@@ -207,3 +207,9 @@ def test_numbers_of_any_kind_build_clusters_and_penalties():
     assert pen.tolist() == [[1.0, 2.0, 2.0]]
     with pytest.raises(InputError, match="penalties.A.rack = '1.7': must be a number"):
         palopt.penalty_matrix(TOPO, ["A"], {"rack": "1.7"})
+
+
+def test_loaders_name_a_path_that_is_not_one():
+    for load in (palopt.load_instance, palopt.load_profile):
+        with pytest.raises(InputError, match="path = 'NoneType': expected a file name"):
+            load(None)  # type: ignore[arg-type]
