@@ -146,6 +146,11 @@ class VariabilityProfile:
         object.__setattr__(self, "classes", classes)
         object.__setattr__(self, "gpus", gpus)
         object.__setattr__(self, "origin", tuple(self.origin))
+        if not isinstance(self.source, str):
+            raise InputError("source", self.source, "expected a string")
+        for name, items in (("classes", classes), ("gpus", gpus), ("origin", self.origin)):
+            if not all(isinstance(x, str) for x in items):
+                raise InputError(name, items, "expected names (strings)")
         for name, items in (("classes", classes), ("gpus", gpus)):
             if not items:
                 raise InputError(name, [], "a profile needs at least one entry")

@@ -213,3 +213,34 @@ def test_loaders_name_a_path_that_is_not_one():
     for load in (palopt.load_instance, palopt.load_profile):
         with pytest.raises(InputError, match="path = 'NoneType': expected a file name"):
             load(None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("args", "options", "message"),
+    [
+        ((None, _profile(2), []), {}, "topology = 'NoneType'"),
+        ((build_cluster(1, 1, 2), np.ones((1, 2)), []), {}, "profile = 'ndarray'"),
+        ((build_cluster(1, 1, 2), _profile(2), []), {"solver": None}, "solver = 'NoneType'"),
+        ((build_cluster(1, 1, 2), _profile(2), []), {"policy": None}, "policy = 'NoneType'"),
+        ((build_cluster(1, 1, 2), _profile(2), []), {"config": {"round_s": 60}}, "config = 'dict'"),
+    ],
+)
+def test_the_simulator_names_arguments_of_the_wrong_kind(args, options, message):
+    with pytest.raises(InputError, match=message):
+        Simulator(*args, **options)
+
+
+def test_profiles_take_names_and_a_known_binning(tmp_path):
+    from palopt.sim import load_profile
+
+    with pytest.raises(InputError, match="source = None"):
+        palopt.VariabilityProfile(("A",), ("g0",), np.ones((1, 1)), source=None)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="gpus = \\(0, 1\\): expected names"):
+        palopt.VariabilityProfile(("A",), (0, 1), np.ones((1, 2)))  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="binning = 'bogus'"):
+        load_profile(tmp_path / "p.csv", build_cluster(1, 1, 2), binning="bogus")
+    p = palopt.VariabilityProfile(("classA",), ("gpu0", "gpu1"), np.array([[1.0, 1.2]]))
+    from palopt.variability import save_profile
+
+    save_profile(p, tmp_path / "p.JSON")  # read as JSON whatever the suffix's case
+    assert load_profile(tmp_path / "p.JSON", build_cluster(1, 1, 2)).classes == ("classA",)

@@ -288,6 +288,16 @@ class Simulator:
         policy: str | SchedulingPolicy = "fifo",
         config: SimConfig | None = None,
     ) -> None:
+        if config is not None and not isinstance(config, SimConfig):
+            raise InputError("config", type(config).__name__, "expected a SimConfig")
+        if not isinstance(topology, Topology):
+            raise InputError("topology", type(topology).__name__, "expected a Topology")
+        if not isinstance(profile, ClusterProfile):
+            raise InputError("profile", type(profile).__name__, "expected a ClusterProfile")
+        if not isinstance(solver, str) and not callable(getattr(solver, "solve", None)):
+            raise InputError("solver", type(solver).__name__, "expected a solver or its name")
+        if not isinstance(policy, str) and not callable(getattr(policy, "order", None)):
+            raise InputError("policy", type(policy).__name__, "expected a policy or its name")
         self.config = config or SimConfig()
         cfg = self.config
         self.topology = topology

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from palopt import variability
+from palopt.binning import METHODS
 from palopt.errors import InputError, check_seed
 from palopt.instance import require_factors
 from palopt.io import read_csv
@@ -81,7 +82,9 @@ def load_profile(
         For a wrong number of rows, no ``PerfVar_`` column, non-positive values, or a profile
         too small for the cluster.
     """
-    if str(path).endswith(".json"):
+    if binning not in METHODS:
+        raise InputError("binning", binning, f"must be one of {', '.join(METHODS)}")
+    if str(path).lower().endswith(".json"):
         profile = variability.load_profile(path)
         if profile.gpus != topology.gpu_ids or not profile.complete().all():
             profile = variability.assign_profile(profile, topology, seed, missing="median")
