@@ -73,16 +73,9 @@ def job_cost(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray) -> 
     """
     if job.job_class not in instance.class_index:
         raise InputError(f"job {job.id!r}.class", job.job_class, "not a class of the instance")
-    index = np.asarray(gpus)
-    n = instance.topology.n_gpus
-    if index.ndim != 1 or not len(index) or not np.issubdtype(index.dtype, np.integer):
-        raise InputError(f"job {job.id!r}.gpus", gpus, "expected a non-empty list of GPU indices")
-    if index.min() < 0 or index.max() >= n:
-        raise InputError(f"job {job.id!r}.gpus", gpus, f"GPU indices are 0 to {n - 1}")
+    index = instance.topology.check_indices(gpus, f"job {job.id!r}.gpus")
     c = np.array([instance.class_index[job.job_class]])
-    cost, sf, tier, pen = set_costs(
-        instance, c, index.astype(np.int64), np.zeros(1, dtype=np.int64)
-    )
+    cost, sf, tier, pen = set_costs(instance, c, index, np.zeros(1, dtype=np.int64))
     return CostBreakdown(
         float(cost[0]), float(sf[0]), instance.topology.tiers[int(tier[0])], float(pen[0])
     )

@@ -155,11 +155,7 @@ class Topology:
         InputError
             Unless ``gpus`` is a non-empty list of GPU indices of this topology.
         """
-        index = np.asarray(gpus)
-        if index.ndim != 1 or not len(index) or index.dtype.kind not in "iu":
-            raise InputError("gpus", gpus, "expected a non-empty list of GPU indices")
-        self._check_index(index.min(), index.max())
-        return self.tiers[self.tier_index(index)]
+        return self.tiers[self.tier_index(self.check_indices(gpus, "gpu"))]
 
     @property
     def server_tier(self) -> int:
@@ -176,14 +172,45 @@ class Topology:
         """
         if isinstance(gpu, (bool, np.bool_)) or not isinstance(gpu, (int, np.integer)):
             raise InputError("gpu", gpu, "expected a GPU index")
-        self._check_index(gpu, gpu)
+        self.check_indices([gpu], "gpu")
         return self.server_ids[int(self.gpu_server[gpu])]
 
-    def _check_index(self, low: int, high: int) -> None:
-        if low < 0 or high >= self.n_gpus:
+    def check_indices(self, gpus: Sequence[int] | np.ndarray, field_name: str) -> np.ndarray:
+        """``gpus`` as an array of dense GPU indices, checked.
+
+        Parameters
+        ----------
+        gpus : sequence of int
+        field_name : str
+            What an error names.
+
+        Returns
+        -------
+        numpy.ndarray
+            The indices, as ``int64``.
+
+        Raises
+        ------
+        InputError
+            Unless ``gpus`` is a non-empty list of integers from 0 to ``n_gpus - 1`` (an
+            index out of range is named).
+
+        Examples
+        --------
+        >>> build_cluster(1, 1, 4).check_indices([0, 9], "job.gpus")
+        Traceback (most recent call last):
+        ...
+        palopt.errors.InputError: job.gpus = 9: GPU indices are 0 to 3
+        """
+        index = np.asarray(gpus)
+        if index.ndim != 1 or not len(index) or index.dtype.kind not in "iu":
+            raise InputError(field_name, gpus, "expected a non-empty list of GPU indices")
+        bad = (index < 0) | (index >= self.n_gpus)
+        if bad.any():
             raise InputError(
-                "gpu", int(low if low < 0 else high), f"GPU indices are 0 to {self.n_gpus - 1}"
+                field_name, int(index[bad][0]), f"GPU indices are 0 to {self.n_gpus - 1}"
             )
+        return index.astype(np.int64)
 
     def to_node_link(self) -> dict[str, Any]:
         """The graph in networkx node-link form (``edges`` key), ready for JSON."""

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from palopt.errors import InputError, check_seed, is_number
+from palopt.errors import InputError, check_count, check_seed, is_number
 from palopt.io import read_csv
 from palopt.workloads import Workloads, load_workloads
 
@@ -154,9 +154,7 @@ def check_trace(trace: Sequence[TraceJob]) -> None:
         if job.id in seen:
             raise InputError(f"{where}.job_id", job.id, "duplicate job id")
         seen.add(job.id)
-        n = job.num_gpus
-        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-            raise InputError(f"{where}.num_gpus", n, "must be a positive integer")
+        check_count(job.num_gpus, f"{where}.num_gpus")
         for name, value in (("duration", job.iterations), ("base_iter_time", job.base_iter_time)):
             if not is_number(value) or not 0 < value < math.inf:
                 raise InputError(f"{where}.{name}", value, "must be a finite positive number")
