@@ -59,6 +59,10 @@ class Job:
             object.__setattr__(self, "num_gpus", int(self.num_gpus))
         if isinstance(self.weight, (np.integer, np.floating)):
             object.__setattr__(self, "weight", float(self.weight))
+        for name in ("id", "job_class"):  # numpy.str_ (ids read with numpy or pandas) -> str
+            value = getattr(self, name)
+            if isinstance(value, str) and type(value) is not str:
+                object.__setattr__(self, name, str(value))
 
     @property
     def is_running(self) -> bool:
@@ -110,7 +114,7 @@ class Instance:
         n, t = topo.n_gpus, len(topo.tiers)
         if isinstance(self.classes, str) or not _is_sequence(self.classes):
             raise InputError("classes", self.classes, "expected a list of class names")
-        classes = tuple(self.classes)
+        classes = tuple(str(c) if isinstance(c, str) else c for c in self.classes)
         object.__setattr__(self, "classes", classes)
         if isinstance(self.queue, Job) or not _is_sequence(self.queue):
             raise InputError("queue", type(self.queue).__name__, "expected a sequence of Jobs")
@@ -131,6 +135,7 @@ class Instance:
                 float(pen[c, k + 1]),
                 f"must not be below the penalty of tier {topo.tiers[k]!r}",
             )
+        _refuse_masked(self.busy, "busy")
         raw = np.asarray(self.busy)
         if raw.size and not (
             raw.dtype == bool or (raw.dtype.kind in "iu" and np.isin(raw, (0, 1)).all())
@@ -211,6 +216,7 @@ def _matrix(value: object, name: str, shape: tuple[int, int]) -> np.ndarray:
         isinstance(value, np.ndarray) and value.dtype.kind not in "iuf"
     ):
         raise InputError(name, type(value).__name__, f"expected a {shape} array of numbers")
+    _refuse_masked(value, name)
     try:
         out = np.array(value, dtype=np.float64)
     except (TypeError, ValueError):
@@ -218,6 +224,12 @@ def _matrix(value: object, name: str, shape: tuple[int, int]) -> np.ndarray:
     if out.shape != shape:
         raise InputError(name, out.shape, f"expected shape {shape}")
     return out
+
+
+def _refuse_masked(value: object, name: str) -> None:
+    """Refuse a numpy masked array: converting it to an array would drop the mask silently."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise InputError(name, "a masked array", "fill the masked entries first (.filled(...))")
 
 
 def _check_cost_range(queue: tuple[Job, ...], sd: np.ndarray, pen: np.ndarray) -> None:

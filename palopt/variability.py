@@ -475,6 +475,15 @@ def read_measurements(
     values = per_gpu.to_numpy(dtype=np.float64).T
     if normalise:
         values = values / np.median(values, axis=1, keepdims=True)
+        out = (values < MIN_FACTOR) | (values > MAX_FACTOR)
+        if out.any():
+            c, g = np.argwhere(out)[0]
+            raise InputError(
+                f"{name}: GPU {per_gpu.index[g]!r}, column {value_columns[c]}",
+                float(per_gpu.iat[g, c]),
+                f"is {values[c, g]:.3g} times the median GPU; slowdowns must be from "
+                f"{MIN_FACTOR:g} to {MAX_FACTOR:g}",
+            )
     note = (
         source
         if source is not None

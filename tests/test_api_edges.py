@@ -63,6 +63,21 @@ def test_current_gpus_that_are_not_indices_are_refused(gpus, message):
         _instance(Job("r", 2, "A", current_gpus=gpus))
 
 
+def test_numpy_strings_are_names_and_masked_arrays_are_refused():
+    # Ids read with numpy or pandas are numpy.str_; they were refused as "not a name".
+    job = Job(np.str_("r"), 1, np.str_("A"))
+    assert type(job.id) is str and type(job.job_class) is str
+    inst = Instance(TOPO, (np.str_("A"),), np.ones((1, 16)), np.array([[1.0, 1.7, 2.0]]), (job,))
+    assert type(inst.classes[0]) is str
+    assert check_feasible(inst, solve(inst, "greedy").assignment()) == []
+    # np.array drops a mask: the masked slowdown or busy entry used to count as a real value.
+    masked = np.ma.masked_array(np.ones((1, 16)), mask=np.eye(1, 16, dtype=bool))
+    with pytest.raises(InputError, match="slowdown = 'a masked array': fill the masked"):
+        Instance(TOPO, ("A",), masked, np.array([[1.0, 1.7, 2.0]]), (job,))
+    with pytest.raises(InputError, match="busy = 'a masked array'"):
+        _instance(job, busy=np.ma.masked_array(np.zeros(16, dtype=bool)))
+
+
 @pytest.mark.parametrize("busy", [["False"] * 16, [0.5] * 16, [2] * 16])
 def test_a_busy_mask_is_booleans_or_0_and_1(busy):
     with pytest.raises(InputError, match="busy = .*expected a mask of booleans"):

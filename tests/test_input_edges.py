@@ -299,6 +299,26 @@ def test_measurement_ids_that_join_to_one_gpu_are_refused(tmp_path):
     assert read_measurements(padded, ["a", "b"], ["perf"]).gpus == ("x-7",)  # one node
 
 
+def test_measurements_too_far_from_the_median_name_the_value_in_the_file(tmp_path, capsys):
+    # The message used to give the normalised value (0.0 for 1e-308), not what the file says.
+    path = _write(tmp_path, "node,perf\na,1.0\nb,1e-308\nc,2.0\n", "m.csv")
+    err = _cli_error(
+        capsys,
+        [
+            "profile",
+            "import",
+            str(path),
+            "--id",
+            "node",
+            "--value",
+            "perf",
+            "-o",
+            str(tmp_path / "p.json"),
+        ],
+    )
+    assert "m.csv: GPU 'b', column perf = 1e-308: is 1e-308 times the median GPU" in err
+
+
 def test_cli_options_checked_before_any_work(tmp_path, capsys):
     base = ["bench", "--sizes", "16", "--gpus-per-server", "4", "--loads", "0.5"]
     err = _cli_error(capsys, [*base, "--solvers", ",", "--out", str(tmp_path / "b")])
