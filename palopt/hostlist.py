@@ -2,7 +2,7 @@
 
 Syntax (the subset of Slurm's that topology files and node lists use):
 
-- items are separated by commas outside brackets: ``a1,b[2-3]``;
+- items are separated by commas or white space outside brackets: ``a1,b[2-3]``, ``a1 b[2-3]``;
 - a bracket holds comma-separated numbers and ranges ``lo-hi`` (``lo <= hi``); a range is
   zero-padded to the width of ``lo`` (``[08-10]`` -> ``08 09 10``, ``[9-10]`` -> ``9 10``);
 - an item may hold several brackets; it expands to their product in written order
@@ -32,9 +32,22 @@ _TRAILING = re.compile(r"^(.*?)(\d+)$")
 
 
 def _split_top(text: str) -> list[str]:
-    """Split on commas that are not inside brackets; brackets must balance and not nest."""
-    items, depth, start = [], 0, 0
-    for i, ch in enumerate(text):
+    """Split on commas and white space that are not inside brackets (white space next to a comma
+    is part of that separator); brackets must balance and not nest."""
+    items: list[str] = []
+    item, depth, space = "", 0, False
+    for ch in text:
+        if not depth and ch == ",":
+            items.append(item)
+            item, space = "", False
+            continue
+        if not depth and ch.isspace():
+            space = True
+            continue
+        if space and item:
+            items.append(item)
+            item = ""
+        space = False
         if ch == "[":
             if depth:
                 raise ValueError("nested '['")
@@ -43,12 +56,10 @@ def _split_top(text: str) -> list[str]:
             if not depth:
                 raise ValueError("']' without '['")
             depth = 0
-        elif ch == "," and not depth:
-            items.append(text[start:i])
-            start = i + 1
+        item += ch
     if depth:
         raise ValueError("'[' is not closed")
-    items.append(text[start:])
+    items.append(item)
     return items
 
 

@@ -7,7 +7,9 @@ The graph has nodes of four kinds (node attribute ``kind``):
 - ``server``: a host; joined to one switch by a ``network`` link (a one-server cluster needs none);
 - ``switch``: a network switch; switches form a tree whose root is the switch with
   ``tier="cluster"`` (or ``root=True``, or the only switch). A switch's ``tier`` names its
-  level (``rack`` by default for switches that servers attach to).
+  level. Levels count down from the root, except that every leaf switch (one with no switch
+  below it) is at the deepest level, ``rack`` by default, however deep it hangs: the servers on
+  one leaf switch share the lowest switch tier even in an unbalanced tree.
 
 From the graph, :class:`Topology` derives once, per GPU, the id of the group holding it at every
 tier, lowest first: ``nvlink`` (only if the graph has NVLink links) < ``server`` < switch levels
@@ -435,9 +437,13 @@ def _switch_levels(
     depth = nx.single_source_shortest_path_length(net, roots[0])
     parent = dict(nx.bfs_predecessors(net, roots[0]))
     max_depth = max(depth[s] for s in switches)
+    # A leaf switch (no switch below it) is at the deepest level whatever its depth, so the
+    # servers on one leaf switch always share the lowest switch tier in an unbalanced tree.
+    inner = {parent[s] for s in switches if s in parent}
+    level = {s: depth[s] if s in inner else max_depth for s in switches}
     names: list[str | None] = [None] * (max_depth + 1)
     for s in switches:
-        d = depth[s]
+        d = level[s]
         tier = graph.nodes[s].get("tier")
         if tier is not None and not isinstance(tier, str):
             raise InputError(f"{field_name}.nodes[{s}].tier", tier, "expected a tier name")
@@ -447,10 +453,12 @@ def _switch_levels(
             raise InputError(
                 f"{field_name}.nodes[{s}].tier",
                 tier,
-                f"switches at depth {d} must share one tier name ({names[d]!r})",
+                f"switches at level {d} below the root (leaf switches: the deepest) must share "
+                f"one tier name ({names[d]!r})",
             )
         names[d] = tier
-    # Groups per level, indexed root first; a server shallower than a level is its own group.
+    # Groups per level, indexed root first. Below its switch, a server on a leaf switch stays in
+    # the leaf's group; one on an inner switch is its own group.
     switch_index = {s: i for i, s in enumerate(switches)}
     n_sw = len(switches)
     levels = np.empty((len(server_ids), max_depth + 1), dtype=np.int64)
@@ -471,8 +479,9 @@ def _switch_levels(
                 break
             node = parent[node]
         chain.reverse()
+        below = switch_index[chain[-1]] if chain[-1] not in inner else n_sw + i
         for d in range(max_depth + 1):
-            levels[i, d] = switch_index[chain[d]] if d < len(chain) else n_sw + i
+            levels[i, d] = switch_index[chain[d]] if d < len(chain) else below
     tier_names = tuple(str(n) for n in reversed(names))
     return tier_names, levels[:, ::-1].copy()
 

@@ -9,10 +9,16 @@ Sources
 - Measurement files with one row per run (:func:`read_measurements`; the Longhorn files through
   :func:`load_longhorn`): rows are grouped by the GPU key columns, each GPU's runs are reduced
   to their median, and the values are divided by the median over GPUs (so the median GPU is 1.0).
-  The artifact itself took each GPU's *maximum* run; the median is robust to one slow run.
+  The median is robust to passing slowdowns: the Longhorn ResNet-50 file has runs of up to 3.6x
+  on three servers whose GPUs all slowed down together, yet no GPU's median is above 1.12x
+  (BERT 1.04x, PageRank 1.004x). The artifact's code does otherwise: its real-cluster path takes
+  each GPU's *maximum* run, and its 64-GPU simulation table holds single runs (below).
 - One-row-per-GPU tables already normalised by the artifact (``32gpu-variability.csv``,
   ``sim-64gpu-cluster.csv``; :func:`load_artifact_table`): ``PerfVar_<class>`` columns, used
-  as they are.
+  as they are. Every value of ``sim-64gpu-cluster.csv`` is one single run of the Longhorn
+  files divided by the median of all runs, drawn for each class on its own (no row has one
+  source GPU for classes A and B), so its class-A outlier of 2.83x is one run of a GPU whose
+  median is 1.03x.
 
 GPU keys
 --------
@@ -31,7 +37,7 @@ without a seed); ``by="server"`` draws whole measured servers instead, so
 GPUs that share a cluster server shared a real one (the 384 Longhorn GPUs are 96 whole servers
 of 4). ``missing="drop"`` draws only GPUs measured in every class;
 ``missing="median"`` draws from every GPU and counts an unmeasured class as the median GPU
-(1.0), which is what the artifact's simulator did for a GPU absent from a class's file;
+(1.0), which is what the artifact's real-cluster code did for a GPU absent from a class's file;
 ``missing="sample"`` also draws from every GPU but fills an unmeasured class with a value drawn
 (same seed) from that class's measured GPUs, which keeps each class's spread at the cost of the
 cross-class correlation of the filled entries only.
@@ -585,7 +591,7 @@ def assign_profile(
         ``numpy.random.default_rng(seed)``.
     missing : {"drop", "median", "sample"}
         ``"drop"``: only GPUs measured in every class are eligible. ``"median"``: every GPU is
-        eligible and an unmeasured class counts as 1.0 (the artifact's simulator rule).
+        eligible and an unmeasured class counts as 1.0 (the artifact's real-cluster rule).
         ``"sample"``: every GPU is eligible and an unmeasured class takes a value drawn with
         replacement from that class's measured GPUs (needs a seed); classes with identical
         measurements (the artifact's B and C, both from BERT) get identical draws.

@@ -23,6 +23,9 @@ from palopt.hostlist import compress_hostlist, expand_hostlist
         (" a1,b2 ", ["a1", "b2"]),
         ("r[1-2]n[1-2]", ["r1n1", "r1n2", "r2n1", "r2n2"]),
         ("x[3]-ib", ["x3-ib"]),
+        # white space separates as Slurm's does ("a1 a2" was one host name with a space)
+        ("a1 a2", ["a1", "a2"]),
+        ("a1 , b[1-2]\tc", ["a1", "b1", "b2", "c"]),
     ],
 )
 def test_expand(text: str, names: list[str]) -> None:
@@ -40,6 +43,8 @@ def test_expand(text: str, names: list[str]) -> None:
         ("node[1-]", "bad range"),
         ("node[]", "bad range"),
         ("a,,b", "empty host name"),
+        ("a , ,b", "empty host name"),
+        ("n[1, 3]", "bad range"),
         ("", "empty host name"),
     ],
 )

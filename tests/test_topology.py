@@ -108,6 +108,51 @@ def test_deeper_switch_tree_and_uneven_depth():
     assert topo.tier_of([topo.index("s00g0"), topo.index("s10g0")]) == "cluster"
 
 
+def _unbalanced(tags: dict[str, str], pad: bool = False) -> nx.Graph:
+    """core -> spine -> leafA (servers a1, a2); core -> leafB (b1, b2), optionally through a
+    pass-through switch (what the Slurm importer used to insert); core also holds server c1."""
+    g = nx.Graph()
+    g.add_node("core", kind="switch", tier="cluster")
+    links = [("spine", "core"), ("leafA", "spine")]
+    links += [("leafB~1", "core"), ("leafB", "leafB~1")] if pad else [("leafB", "core")]
+    for sw, up in links:
+        g.add_node(sw, kind="switch", **({"tier": tags[sw]} if sw in tags else {}))
+        g.add_edge(sw, up, link="network")
+    for srv, up in [
+        ("a1", "leafA"),
+        ("a2", "leafA"),
+        ("b1", "leafB"),
+        ("b2", "leafB"),
+        ("c1", "core"),
+        ("c2", "core"),
+    ]:
+        g.add_node(srv, kind="server")
+        g.add_edge(srv, up, link="network")
+        g.add_node(f"{srv}g", kind="gpu", local=0)
+        g.add_edge(f"{srv}g", srv, link="pcie")
+    return g
+
+
+@pytest.mark.parametrize(
+    ("tags", "pad"),
+    [
+        ({}, False),
+        ({"leafB": "rack", "leafA": "rack", "spine": "spine"}, False),
+        ({"leafB~1": "level1"}, True),
+    ],
+)
+def test_in_an_unbalanced_tree_servers_on_one_leaf_switch_share_the_rack(tags, pad):
+    # leafB hangs one level higher than leafA; its servers were charged the level above rack.
+    topo = Topology.from_graph(_unbalanced(tags, pad))
+    assert topo.tiers[:2] == ("server", "rack") and topo.tiers[-1] == "cluster"
+
+    def tier(*servers: str) -> str:
+        return topo.tier_of([topo.index(f"{s}g") for s in servers])
+
+    assert tier("a1", "a2") == tier("b1", "b2") == "rack"
+    assert tier("a1", "b1") == tier("c1", "c2") == tier("b1", "c1") == "cluster"
+
+
 @pytest.mark.parametrize(
     "mutate, field",
     [

@@ -289,7 +289,7 @@ def test_build_without_slurm_joins_servers_under_one_switch(
     assert "not both" in capsys.readouterr().err
 
 
-def test_unbalanced_tree_is_padded_so_leaf_switches_are_racks() -> None:
+def test_in_an_unbalanced_tree_leaf_switches_are_racks() -> None:
     tree = parse_topology_conf(
         "SwitchName=leafA Nodes=n[1-2]\nSwitchName=leafB Nodes=n[3-4]\n"
         "SwitchName=mid Switches=leafB\n"
@@ -297,8 +297,7 @@ def test_unbalanced_tree_is_padded_so_leaf_switches_are_racks() -> None:
     )
     topo = assemble_topology(tree, {}, parse_nvidia_smi("GPU0\nGPU0 X"))
     assert topo.tiers == ("server", "rack", "level1", "cluster")
-    assert topo.graph.nodes["leafA~1"] == {"kind": "switch", "padding": True, "tier": "level1"}
-    assert set(topo.graph["leafA~1"]) == {"top", "leafA"}
+    assert set(topo.graph["leafA"]) == {"top", "n1", "n2"}  # no pass-through switches
     assert topo.tier_of([0, 1]) == "rack"
     assert topo.tier_of([2, 3]) == "rack"
     assert topo.tier_of([0, 2]) == "cluster"

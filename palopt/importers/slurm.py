@@ -16,10 +16,8 @@ switch, every node under exactly one switch.
 Mapping to the topology model: every switch becomes a ``switch`` node and every node a ``server``
 node, joined by ``network`` links. Tiers: the root is ``cluster``, leaf switches (those listing
 nodes) are ``rack``, switches in between are ``level1``, ``level2``, ... by depth below the root.
-The topology model groups GPUs by depth below the root, so in an unbalanced tree a leaf switch
-above the deepest level is lengthened by pass-through switches ``<leaf>~1``, ``<leaf>~2``, ...
-(attribute ``padding=True``) between it and its parent: servers on one leaf switch then always
-share the ``rack`` tier.
+In an unbalanced tree the topology model counts every leaf switch at the deepest level (see
+:mod:`palopt.topology`), so servers on one leaf switch always share the ``rack`` tier.
 """
 
 from __future__ import annotations
@@ -102,8 +100,7 @@ class SlurmTree:
         return {s.name: s for s in self.switches}
 
     def graph(self) -> nx.Graph:
-        """The switches (kind ``switch`` with ``tier``) and hosts (kind ``server``) as a graph,
-        with leaf switches padded to the deepest level (see the module docstring).
+        """The switches (kind ``switch`` with ``tier``) and hosts (kind ``server``) as a graph.
 
         Examples
         --------
@@ -112,19 +109,11 @@ class SlurmTree:
         [('n1', 'server'), ('n2', 'server'), ('s1', 'switch'), ('top', 'switch')]
         """
         g = nx.Graph()
-        deepest = max(self.depth.values())
         for s in sorted(self.switches, key=lambda s: self.depth[s.name]):
             g.add_node(s.name, kind="switch", tier=self.tier(s.name))
         for s in self.switches:
             for child in s.switches:
-                upper = s.name
-                if self._by_name[child].nodes:
-                    for k in range(deepest - self.depth[child], 0, -1):
-                        pad = f"{child}~{k}"
-                        g.add_node(pad, kind="switch", padding=True, tier=f"level{deepest - k}")
-                        g.add_edge(upper, pad, link="network")
-                        upper = pad
-                g.add_edge(upper, child, link="network")
+                g.add_edge(s.name, child, link="network")
             for node in s.nodes:
                 g.add_node(node, kind="server")
                 g.add_edge(node, s.name, link="network")
