@@ -32,6 +32,28 @@ def test_admitted_prefix_is_the_longest_fitting_prefix() -> None:
     assert make_round(inst, "choose").positions == (0, 1)
 
 
+@pytest.mark.parametrize("name", ["greedy", "cpsat"])
+def test_jobs_left_out_of_the_round_say_why(name: str) -> None:
+    # c fits in the GPU a leaves, but prefix mode ends at b; it said "GPUs taken by earlier jobs".
+    queue = (Job("a", 3, "A"), Job("b", 4, "A"), Job("c", 1, "A"))
+    inst = Instance(build_cluster(1, 1, 4), ("A",), np.ones((1, 4)), np.ones((1, 3)), queue)
+    for mode, reasons in [
+        (
+            "prefix",
+            [
+                "needs 4 GPUs; the jobs selected before it leave 1",
+                "the admitted prefix ends at job 'b'",
+            ],
+        ),
+        ("choose", ["needs 4 GPUs; the jobs selected before it leave 1", None]),
+    ]:
+        r = solve(inst, name, mode=mode)
+        assert_feasible(inst, r.assignment())
+        assert [p.reason for p in r.placements[1:]] == [
+            None if why is None else f"not selected: {why}" for why in reasons
+        ]
+
+
 def test_pal_and_greedy_place_the_admitted_prefix() -> None:
     inst = make_instance(Family(64, 4, 1.0, "longhorn"), 0)
     n = admitted_prefix(inst)

@@ -261,6 +261,24 @@ def test_sticky_stops_when_preemption_is_not_enough() -> None:
     ]
 
 
+def test_fixed_sticky_undoes_preemptions_that_freed_no_gpu_the_job_took() -> None:
+    # w preempts v1 (not enough), then v2, and takes v2's GPUs: v1's GPU 2 was freed for nothing.
+    queue = (
+        Job("w", 2, "c0"),
+        Job("v2", 2, "c0", current_gpus=(0, 1)),
+        Job("v1", 1, "c0", current_gpus=(2,)),
+    )
+    inst = make([[1.0] * 4], 2, 2, queue, busy=[3])
+    artifact = solve("packed-sticky", inst)
+    assert [p.action for p in artifact.placements] == [Action.START, Action.PREEMPT, Action.PREEMPT]
+    fixed = solve("packed-sticky", inst, variant="fixed")
+    assert [(p.action, p.gpus) for p in fixed.placements] == [
+        (Action.START, (0, 1)),
+        (Action.PREEMPT, ()),
+        (Action.KEEP, (2,)),
+    ]
+
+
 def test_sticky_offers_a_preempted_job_again_at_its_position() -> None:
     # w preempts v; the walk then reaches v, a waiting job now, which does not fit in the one
     # GPU left, so the round stops there and x is not placed (as in the artifact).

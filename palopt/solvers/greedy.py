@@ -35,7 +35,14 @@ from palopt.instance import Instance
 from palopt.result import PlacementResult
 from palopt.solvers.base import build_result, check_arguments, register
 from palopt.solvers.local import polish
-from palopt.solvers.round import MODES, Round, dense_groups, make_round, round_cost
+from palopt.solvers.round import (
+    MODES,
+    Round,
+    dense_groups,
+    make_round,
+    round_cost,
+    unselected_reasons,
+)
 from palopt.solvers.transport import transport
 
 __all__ = [
@@ -280,18 +287,8 @@ class GreedySolver:
         rnd = make_round(instance, self.mode, self.keep_running)
         chosen = {**rnd.fixed, **greedy_assignment(rnd)}
         settings: dict[str, Any] = {"mode": self.mode, "keep_running": self.keep_running}
-        return build_result(
-            instance, self.name, chosen, _not_selected(rnd), started, settings=settings
-        )
-
-
-def _not_selected(rnd: Round) -> dict[int, str]:
-    selected = set(rnd.positions)
-    return {
-        p: "not selected: the round's GPUs are taken by earlier jobs"
-        for p in range(len(rnd.instance.queue))
-        if p not in selected
-    }
+        reasons = unselected_reasons(rnd, self.mode)
+        return build_result(instance, self.name, chosen, reasons, started, settings=settings)
 
 
 def _make(**config: Any) -> GreedySolver:

@@ -27,9 +27,16 @@ Two variants of PAL, PM-First and the sticky solvers (``get_solver("pal", varian
      split across servers and pay the locality penalty; it also scores against the job's full
      size even when faster levels already supplied part of it. Fixed: groups able to hold all
      the GPUs still needed come first, tightest first; then the others, largest first.
-  3. (Sticky solvers.) A job that still does not fit after preempting every running job
-     ranked below it leaves them all stopped for nothing. Fixed: those preemptions are undone
-     (the jobs keep running) before the round stops.
+  3. (Sticky solvers.) A job's preemptions that free no GPU it then takes leave those jobs
+     stopped for nothing: all of them when the job still does not fit, and the lower-ranked
+     ones when a later victim alone made room. Fixed: those preemptions are undone (the jobs
+     keep running).
+
+Tiers: like the artifact, the choosers see two of them, within one server and across servers
+(PAL prices across at the penalty of the tier just above a server); they do not look at NVLink
+islands or racks. The cost model charges the tier a placement actually spans, so on a topology
+with more tiers PAL's expected cost can be below what it is charged (a job it expects across
+servers may land across racks). ``greedy`` scores every tier by the true cost.
 """
 
 from __future__ import annotations
@@ -409,17 +416,21 @@ def _place_sticky(
             pool.release(chosen.pop(victims[-1]))
             reasons[victims[-1]] = f"preempted for job {job.id!r}"
             gpus = chooser(pool, c, job.num_gpus, ctx)
-        if gpus is None:
-            if fixed:  # the preemptions did not help: undo them
-                for victim in reversed(victims):
-                    chosen[victim] = np.asarray(queue[victim].current_gpus, dtype=np.int64)
-                    pool.take(chosen[victim])
+        if gpus is not None:
+            pool.take(gpus)
+        if fixed:  # undo the preemptions that freed none of the GPUs the job takes
+            taken = () if gpus is None else gpus.tolist()
+            for victim in reversed(victims):
+                held = np.asarray(queue[victim].current_gpus, dtype=np.int64)
+                if not np.isin(held, taken).any():
+                    chosen[victim] = held
+                    pool.take(held)
                     holders.append(victim)
                     del reasons[victim]
+        if gpus is None:
             reasons.setdefault(pos, _too_few(pool, job))  # a preempted job keeps that reason
             stopped = job
             continue
-        pool.take(gpus)
         chosen[pos] = gpus
         reasons.pop(pos, None)
     return chosen, reasons

@@ -35,6 +35,7 @@ __all__ = [
     "select_positions",
     "Round",
     "make_round",
+    "unselected_reasons",
     "dense_groups",
     "round_cost",
 ]
@@ -160,6 +161,48 @@ def make_round(instance: Instance, mode: str = "prefix", keep_running: bool = Fa
     open_positions = tuple(p for p in positions if p not in fixed)
     free.setflags(write=False)
     return Round(instance, positions, fixed, open_positions, free)
+
+
+def unselected_reasons(rnd: Round, mode: str) -> dict[int, str]:
+    """Queue position -> why the round does not place it, for every position ``rnd`` leaves out.
+
+    Parameters
+    ----------
+    rnd : Round
+        A round made by :func:`make_round` with ``mode``.
+    mode : {"prefix", "choose"}
+
+    Returns
+    -------
+    dict
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.ones((1, 4)), np.ones((1, 3)),
+    ...                 (Job("a", 2, "A"), Job("b", 3, "A"), Job("c", 1, "A")))
+    >>> unselected_reasons(make_round(inst, "prefix"), "prefix")[2]
+    "not selected: the admitted prefix ends at job 'b'"
+    >>> unselected_reasons(make_round(inst, "choose"), "choose")
+    {1: 'not selected: needs 3 GPUs; the jobs selected before it leave 2'}
+    """
+    queue = rnd.instance.queue
+    selected = set(rnd.positions)
+    left = rnd.instance.n_available
+    first: str | None = None  # id of the first job left out
+    out = {}
+    for p, job in enumerate(queue):
+        if p in selected:
+            left -= job.num_gpus
+        elif mode == "prefix" and first is not None:
+            out[p] = f"not selected: the admitted prefix ends at job {first!r}"
+        else:
+            out[p] = (
+                f"not selected: needs {job.num_gpus} GPUs; the jobs selected before it leave {left}"
+            )
+            first = job.id if first is None else first
+    return out
 
 
 def dense_groups(instance: Instance) -> list[np.ndarray]:

@@ -53,7 +53,7 @@ from palopt.solvers.exact.refine import reoptimise_regions
 from palopt.solvers.exact.search import improve
 from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.local import polish
-from palopt.solvers.round import MODES, Round, make_round, round_cost
+from palopt.solvers.round import MODES, Round, make_round, round_cost, unselected_reasons
 
 __all__ = [
     "ExactSolver",
@@ -414,12 +414,7 @@ class ExactSolver:
         settings = {**self.settings(), "time_limit": float(limit), "seed": seed}
         seed %= BACKEND_SEEDS
         rnd = make_round(instance, self.mode, self.keep_running)
-        selected = set(rnd.positions)
-        reasons = {
-            p: "not selected: the round's GPUs are taken by earlier jobs"
-            for p in range(len(instance.queue))
-            if p not in selected
-        }
+        reasons = unselected_reasons(rnd, self.mode)
 
         budget = Budget(float(limit), self.deterministic)
 
