@@ -22,6 +22,9 @@ from palopt.solvers.exact.cpsat import CpSatSolver
 from palopt.solvers.exact.model import SparseModel, build_model
 from palopt.solvers.exact.pricing import Cut, Pricer
 from palopt.solvers.exact.runner import (
+    DEFAULT_GAP,
+    DEFAULT_SCALE,
+    MIN_SCALE,
     WORK_RATES,
     BackendAnswer,
     Budget,
@@ -105,8 +108,9 @@ def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) 
         r = solve(inst, name, mode=mode, keep_running=keep, **options)
         assert_feasible(inst, r.assignment())
         assert r.status == Status.OPTIMAL, (name, options, r.status)
+        assert r.gap is not None and r.gap <= DEFAULT_GAP + 2 / DEFAULT_SCALE
         assert r.objective == pytest.approx(optimum, rel=TOL, abs=1e-9), (name, options)
-        assert r.bound is not None and r.bound <= optimum + 1e-9
+        assert r.bound is not None and r.bound <= at_most(optimum)
         assert {p for p, jp in enumerate(r.placements) if jp.placed} == selected
         if keep:
             for jp, job in zip(r.placements, inst.queue, strict=True):
@@ -116,16 +120,43 @@ def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) 
     # cpsat and milp agree (they may differ among equal-cost placements)
     assert len({round(r.objective, 6) for r in results}) == 1
     rnd = make_round(inst, mode, keep)
-    assert lower_bound(rnd) + round_cost(inst, rnd.fixed) <= optimum + 1e-9
+    assert lower_bound(rnd) + round_cost(inst, rnd.fixed) <= at_most(optimum)
     if rnd.open_positions:
         ub = round_cost(inst, greedy_assignment(rnd))
-        assert (
-            lagrangian_bound(rnd, ub, time_limit=1.0)[0] + round_cost(inst, rnd.fixed)
-            <= optimum + 1e-9
-        )
+        assert lagrangian_bound(rnd, ub, time_limit=1.0)[0] + round_cost(
+            inst, rnd.fixed
+        ) <= at_most(optimum)
     if rnd.multi:
         cg = column_generation(rnd, greedy_assignment(rnd), time_limit=2.0)
-        assert cg.bound + round_cost(inst, rnd.fixed) <= optimum + 1e-7
+        assert cg.bound + round_cost(inst, rnd.fixed) <= at_most(optimum)
+
+
+def at_most(optimum: float) -> float:
+    """The largest a bound on ``optimum`` may be: the optimum, give or take float rounding."""
+    return optimum + 1e-12 * max(abs(optimum), 1.0)
+
+
+def test_bounds_stay_below_the_optimum_within_the_lp_tolerances() -> None:
+    # 1-GPU jobs of weights 1 and 1e6: HiGHS's objective for their transportation LP, the
+    # cheap bound, was 2e-6 above the optimum.
+    light = 100
+    topo = build_cluster(1, 1, 2 * light + 1)
+    sd = np.vstack([np.r_[np.ones(light), np.full(light + 1, 1.04)], np.ones(2 * light + 1)])
+    queue = tuple(Job(f"a{i}", 1, "A") for i in range(light)) + (Job("z", 1, "B", weight=1e6),)
+    inst = Instance(topo, ("A", "B"), sd, np.ones((2, 3)), queue)
+    assert lower_bound(make_round(inst)) <= at_most(light + 1e6)
+    # The master LP's value, once nothing priced below -1e-7, was the bound: 2e-9 too high.
+    topo = build_cluster(2, 1, 4)
+    sd = np.array([[0.5, 1.0, 1.0, 1.0, 1.0, 3.0, 10.0, 1.0]])
+    w = 1.000000001
+    queue = (Job("j0", 4, "A", w), Job("j1", 1, "A"), Job("j2", 1, "A", w), Job("j3", 1, "A", w))
+    inst = Instance(topo, ("A",), sd, np.ones((1, 3)), queue)
+    optimum = brute_force(inst)
+    rnd = make_round(inst)
+    assert column_generation(rnd, greedy_assignment(rnd), time_limit=2.0).bound <= at_most(optimum)
+    for name, options in EXACT:
+        r = solve(inst, name, **options)
+        assert r.bound is not None and r.bound <= at_most(optimum), (name, options)
 
 
 def _random_prices(inst: Instance, seed: int) -> tuple[Pricer, np.ndarray, np.random.Generator]:
@@ -288,7 +319,7 @@ def test_costs_too_far_apart_for_the_integer_model_are_an_input_error() -> None:
     for name, options in EXACT:
         with pytest.raises(InputError, match="costs = .*span too wide a range"):
             solve(inst, name, **options)
-    assert solve(inst, "cpsat", scale=1.0).status == Status.OPTIMAL
+    assert solve(inst, "cpsat", scale=MIN_SCALE).status == Status.OPTIMAL
 
 
 def test_scaling_keeps_the_optimal_placement_on_close_costs() -> None:
@@ -305,8 +336,9 @@ def test_scaling_keeps_the_optimal_placement_on_close_costs() -> None:
         assert r.status == Status.OPTIMAL
         assert r.objective == pytest.approx(optimum, rel=1e-12, abs=1e-12), (name, options)
     # A scale too coarse to see the differences proves a tie, not the better placement.
-    coarse = solve(inst, "cpsat", gap=0.0, scale=10, formulation="compact")
+    coarse = solve(inst, "cpsat", gap=0.0, scale=MIN_SCALE, formulation="compact")
     assert coarse.objective >= optimum
+    assert coarse.gap is not None and coarse.gap <= 2 / MIN_SCALE  # what "optimal" promises
 
 
 @pytest.mark.parametrize("warm_start", [True, False])
@@ -625,7 +657,13 @@ def test_bad_options_name_the_field() -> None:
             get_solver("cpsat", **{flag: "no"})  # bool("no") is true
     with pytest.raises(InputError, match="greedy.keep_running = 2: must be true or false"):
         get_solver("greedy", keep_running=2)
-    for key, value in (("scale", float("inf")), ("scale", True), ("gap", False), ("workers", 2.0)):
+    for key, value in (
+        ("scale", float("inf")),
+        ("scale", True),
+        ("scale", MIN_SCALE / 2),  # coarser: "optimal" would say little
+        ("gap", False),
+        ("workers", 2.0),
+    ):
         with pytest.raises(InputError, match=f"cpsat.{key} = "):
             get_solver("cpsat", **{key: value})
     for limit in (0, -1.0, float("inf"), float("nan"), True):

@@ -192,14 +192,14 @@ class GreedyPlacer:
         cost = np.array(
             [w * inst.slowdown[c, gpus] * inst.penalty[c, 0] for c, w in groups], dtype=np.float64
         ).reshape(len(groups), len(gpus))
-        value, x = transport([len(v) for v in groups.values()], cost)
+        x = transport([len(v) for v in groups.values()], cost)[1]
         if x is None:
             return None
         chosen = {}
         for row, members in zip(x, groups.values(), strict=True):
             for p, g in zip(members, gpus[row], strict=True):
                 chosen[p] = np.array([g], dtype=np.int64)
-        return value, chosen
+        return float(cost[x].sum()), chosen
 
     def place_split(
         self, order: list[int], free: np.ndarray | None = None

@@ -70,11 +70,13 @@ class ColumnGeneration:
     Attributes
     ----------
     bound : float
-        A valid lower bound on the open jobs' weighted cost.
+        A valid lower bound on the open jobs' weighted cost: the best Lagrangian bound.
     lp_value : float
-        The last restricted master LP value.
+        The last restricted master LP value. Not a bound: the LP solver's tolerances and the
+        pricing tolerance can leave it above the configuration LP's optimum.
     converged : bool
-        No column with negative reduced cost remains (then ``bound >= lp_value``).
+        No column prices below ``-tolerance`` (then ``bound`` is the Lagrangian bound at the
+        LP's duals, within the tolerances of ``lp_value``).
     columns : dict
         Queue position -> list of (GPU indices, cost) columns generated.
     weights : dict
@@ -319,8 +321,7 @@ class Master:
                 if new:
                     break
             if not new:
-                # The LP is optimal for its rows: a bound. Cuts it breaks, if any, raise it.
-                bound = max(bound, lp_value)
+                # Converged for these rows; cuts the LP breaks, if any, raise the bound.
                 found = [] if last or len(self.cuts) >= max_cuts else self.separate()
                 if not found:
                     converged = True

@@ -174,7 +174,9 @@ class MilpSolver(ExactSolver):
         if prob.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible):
             values = np.array([v.value() or 0 for v in xs], dtype=np.float64)
             if prob.sol_status == pulp.LpSolutionOptimal:
-                return BackendAnswer(Status.OPTIMAL, values, float(sp.value(values)))
+                # Optimal within gapRel: CBC's own bound (not reported) is no lower than this.
+                bound = float(sp.value(values)) * (1 - self.gap)
+                return BackendAnswer(Status.OPTIMAL, values, bound)
             return BackendAnswer(Status.FEASIBLE, values, None)
         if prob.sol_status == pulp.LpSolutionInfeasible:
             return BackendAnswer(Status.INFEASIBLE, None, None)

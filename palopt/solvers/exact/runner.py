@@ -24,9 +24,10 @@
    :data:`BACKEND_SECONDS_PER_NONZERO`).
 5. The back end's answer is checked (every row satisfied, the placement feasible). The status is
    ``optimal`` only when proven (the back end proved the exact model, or the placement's cost
-   meets the configuration-LP bound), both within the relative tolerance ``gap`` (default
-   ``1e-6``) and the scaling resolution (``jobs / scale``, on costs brought to about 1 by
-   :func:`normalised`); ``feasible`` carries the best
+   meets the configuration-LP bound), within the relative tolerance ``gap`` (default
+   ``1e-6``) and the scaling resolution (``2 / scale`` relative, on costs brought to 1/2 or
+   more by :func:`normalised`), and a back end's proof outside them is not taken;
+   ``feasible`` carries the best
    valid bound found (the back end's, the column generation's, the subgradient's or the cheap
    bound of :mod:`palopt.solvers.bounds`); ``no solution`` and ``infeasible`` (the back end's word)
    return the greedy placement, as the settings say.
@@ -76,6 +77,8 @@ DEFAULT_GAP = 1e-6
 #: exact in the doubles HiGHS and CBC compute with, and CP-SAT's sums stay far from overflowing
 #: 64 bits.
 MAX_SCALED = 2.0**52
+#: The coarsest cost scale: ``optimal`` means within ``gap + 2 / scale`` of the optimum.
+MIN_SCALE = 1e3
 
 
 def normalised(rnd: Round, scale: float, upper_bound: float) -> tuple[Round, float]:
@@ -285,7 +288,8 @@ class ExactSolver:
     scale : float, default 1e6
         Cost scaling to integers (costs are rounded down after scaling), for costs of about 1:
         extreme weights are brought there first by a power of two (:func:`normalised`;
-        ``settings["weight_factor"]``).
+        ``settings["weight_factor"]``), so every job costs 1/2 or more and the rounding moves
+        a round's cost by less than ``2 / scale`` (relative). At least :data:`MIN_SCALE`.
     warm_start : bool, default True
         Give the best placement so far to the back end as a start.
     formulation : {"columns", "compact"}, default "columns"
@@ -293,7 +297,8 @@ class ExactSolver:
         compact pattern model alone.
     gap : float, default 1e-6
         Relative optimality tolerance: a placement is reported ``optimal`` when its cost is
-        proven within ``gap`` of the optimum (costs are floats measured to a few digits; this
+        proven within ``gap`` of the optimum (``gap + 2 / scale`` for the proof of the compact
+        model, whose costs are rounded; costs are floats measured to a few digits, and this
         keeps back ends from spending their time separating near-equal placements).
     deterministic : bool, default False
         Spend the time limit as a *work* budget, counted in simplex pivots, search steps and
@@ -356,7 +361,7 @@ class ExactSolver:
         self.keep_running = check_flag(keep_running, f"{self.name}.keep_running")
         self.time_limit = float(time_limit)
         self.workers = check_count(workers, f"{self.name}.workers")
-        self.scale = check_number(scale, f"{self.name}.scale", low=1, inclusive=True)
+        self.scale = check_number(scale, f"{self.name}.scale", low=MIN_SCALE, inclusive=True)
         self.warm_start = check_flag(warm_start, f"{self.name}.warm_start")
         self.formulation = formulation
         self.gap = check_number(gap, f"{self.name}.gap", inclusive=True)
@@ -431,7 +436,14 @@ class ExactSolver:
                 settings=settings,
             )
             fixed_cost = round_cost(instance, rnd.fixed)
-            return replace(result, bound=min(bound / factor + fixed_cost, result.objective))
+            result = replace(result, bound=min(bound / factor + fixed_cost, result.objective))
+            # Every proof holds within the gap and the rounding (each job's cost is 1/2 or more
+            # after normalised, and rounded down by less than 1/scale): a back end's claim that
+            # does not is not taken.
+            if status == Status.OPTIMAL and (result.gap or 0.0) > self.gap + 2 / self.scale:
+                log.warning("%s: a proof %.3g from its bound is not taken", self.name, result.gap)
+                result = replace(result, status=Status.FEASIBLE)
+            return result
 
         if not rnd.open_positions:
             return finish({}, Status.OPTIMAL, 0.0)
