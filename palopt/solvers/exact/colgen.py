@@ -35,7 +35,7 @@ from palopt.solvers.bounds import single_gpu_costs
 from palopt.solvers.exact.pricing import Column, Cut, Pricer, price_all
 from palopt.solvers.greedy import GreedyPlacer
 from palopt.solvers.round import Round
-from palopt.solvers.transport import new_highs
+from palopt.solvers.transport import new_highs, rounded_down
 
 __all__ = ["ColumnGeneration", "Master", "column_generation", "round_columns", "lagrangian_bound"]
 
@@ -315,7 +315,12 @@ class Master:
                     float(np.partition(row, n - 1)[:n].sum())
                     for row, n in zip(self.single_cost + p_sep[None, :], self.counts, strict=True)
                 )
-                lagr = value + singles - float(p_sep.sum()) - cut_charge
+                charges = float(p_sep.sum())
+                lagr = rounded_down(
+                    value + singles - charges - cut_charge,
+                    value + singles + charges + cut_charge,
+                    3 * len(p_sep) + len(self.multi) + len(self.cuts),
+                )
                 if lagr > bound:
                     bound, p_best = lagr, p_sep
                 if new:
@@ -547,7 +552,8 @@ def lagrangian_bound(
     while iterations is None or steps < iterations:
         steps += 1
         use = np.zeros(len(free))
-        value = -float(p.sum())
+        charges = float(p.sum())
+        value = -charges
         for key, n_jobs in keys.items():
             least, gpus = pricer.least(key[0], key[1], key[2], p)
             value += n_jobs * least
@@ -556,8 +562,9 @@ def lagrangian_bound(
             pick = np.argpartition(row, n - 1)[:n]
             value += float(row[pick].sum())
             use[pick] += 1
-        if value > best + 1e-12:
-            best, stall = value, 0
+        bound = rounded_down(value, value + 2 * charges, 3 * len(free) + len(keys))
+        if bound > best + 1e-12:
+            best, stall = bound, 0
         else:
             stall += 1
             if stall >= STALL:
