@@ -162,6 +162,22 @@ def test_bounds_stay_below_the_optimum_within_the_lp_tolerances() -> None:
         assert r.bound is not None and r.bound <= at_most(optimum), (name, options)
 
 
+def test_reduced_cost_fixing_keeps_the_optimum_when_the_lp_value_is_above_it() -> None:
+    # The master's LP value (2.100000111) lies above the optimum (2.1000001011) within HiGHS's
+    # tolerances; with gap 0 the bound does not prove the greedy placement, and fixing at the
+    # LP value fixed every part out: "infeasible" for a round with placements.
+    topo = build_cluster(1, 2, 4)
+    sd = np.array([[1.1, 1.1, 1.1, 1.1, 1.0, 1.1, 1.0, 1.1]] * 2)
+    busy = np.isin(np.arange(8), [3, 6, 7])
+    queue = (Job("j0", 1, "B", 1.0000001, current_gpus=(5,)), Job("j1", 1, "A", 1.000000001))
+    inst = Instance(topo, ("A", "B"), sd, np.array([[1.0, 1.3, 1.3]] * 2), queue, busy)
+    for name, options in EXACT:
+        r = solve(inst, name, gap=0.0, **options)
+        assert_feasible(inst, r.assignment())
+        assert r.status == Status.OPTIMAL, (name, options, r.status)
+        assert r.objective == pytest.approx(2.1000001011, rel=1e-12)
+
+
 def _random_prices(inst: Instance, seed: int) -> tuple[Pricer, np.ndarray, np.random.Generator]:
     """A pricer for ``inst``'s round, random prices (>= 0, some zero) on its free GPUs, and the
     generator that drew them."""

@@ -15,9 +15,14 @@ strong lower bound; the cuts also stop it packing one and a half jobs into a rac
 Pricing is exact and cheap (:mod:`palopt.solvers.exact.pricing`): for a job, a group ``G`` of a
 tier and a threshold ``v``, the best set takes the ``k`` GPUs of ``G`` no slower than ``v`` with
 the smallest ``p``; its reduced cost is ``w * v * penalty + sum p + (cuts' sigma) - mu_j``.
-Every solution costs at least the LP value plus the reduced costs of the job patterns it uses
-(all terms non-negative at convergence), which gives *reduced-cost fixing*: a pattern whose
-reduced cost exceeds ``upper - LP`` cannot be in a better solution. Before convergence a
+For any duals with ``p, sigma >= 0``, every solution costs at least the dual objective
+``D = sum mu + sum n_m nu_m - sum p - sigma . rhs`` plus the reduced costs of the parts it uses
+(an identity, then the capacity and cut rows), which gives *reduced-cost fixing*: a part whose
+reduced cost exceeds ``upper - D`` plus the most the other parts' reduced costs can take away
+(nothing at exact convergence) cannot be in a better solution
+(:meth:`ColumnGeneration.fixing_cutoff`). The LP's value is not used there: within the
+solver's tolerances it can lie above the optimum, and fixing at it then fixed every part
+out. Before convergence a
 Lagrangian bound is still valid and is the one reported: for any prices ``p, sigma >= 0``,
 ``sum_j min_S (cost[j, S] + p(S) + sigma(S)) + sum_m (n_m smallest c[m, g] + p_g) - sum_g p_g
 - sigma . rhs`` bounds the optimum from below; pricing at smoothed duals (a mix of the best
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -106,6 +112,39 @@ class ColumnGeneration:
     _p: np.ndarray
     _sigma: np.ndarray
 
+    def fixing_cutoff(self, upper: float) -> float:
+        """The largest reduced cost a part (a job's pattern, a 1-GPU commodity's GPU) of a
+        solution cheaper than ``upper`` can have, at the final duals (module documentation):
+        ``upper - D`` plus what the other parts' reduced costs can take away (each job's
+        least, each commodity's ``n_m`` least, where negative) and the float error of those
+        sums (:func:`~palopt.solvers.transport.rounded_down`)."""
+        return upper - self._fixing_floor + 1e-9 * abs(upper)
+
+    @cached_property
+    def _fixing_floor(self) -> float:
+        """What :meth:`fixing_cutoff` subtracts from ``upper`` (one pricing per job)."""
+        master = self.master
+        pricer = master.pricer
+        pricer.set_cut_prices(self.cuts, self._sigma)
+        cls = pricer.inst.job_class_indices()
+        rhs = np.array([c.rhs for c in self.cuts], dtype=np.float64)
+        counts = np.asarray(master.counts, dtype=np.float64)
+        charges = float(self._p.sum()) + float(self._sigma @ rhs)
+        dual = float(self._mu.sum()) + float(counts @ master.nu) - charges
+        least = [
+            pricer.least(int(cls[pos]), job.num_gpus, job.weight, self._p)[0] - float(mu)
+            for mu, pos in zip(self._mu, self.columns, strict=True)
+            for job in (pricer.inst.queue[pos],)
+        ]
+        least += [  # the negative among a commodity's n_m least: its other units' least
+            float(np.minimum(np.partition(row, n - 1)[:n], 0.0).sum())
+            for row, n in zip(self.single_rc, master.counts, strict=True)
+        ]
+        give = float(-np.minimum(least, 0.0).sum()) if least else 0.0
+        magnitude = float(np.abs(self._mu).sum()) + float(counts @ np.abs(master.nu)) + charges
+        terms = len(self._mu) + len(counts) + len(self._p) + len(self.cuts)
+        return rounded_down(dual - give, magnitude + give, terms)
+
     def pattern_rc(self, upper: float) -> dict[tuple[int, int, int], tuple[np.ndarray, np.ndarray]]:
         """Least reduced cost of each pattern that may beat ``upper`` (converged runs only).
 
@@ -118,7 +157,7 @@ class ColumnGeneration:
         """
         if not self.converged:
             raise ValueError("reduced-cost fixing needs a converged column generation")
-        cutoff = upper - self.lp_value + 1e-9 * abs(upper) + 1e-9
+        cutoff = self.fixing_cutoff(upper)
         pricer = self.master.pricer
         inst = pricer.inst
         cls = inst.job_class_indices()

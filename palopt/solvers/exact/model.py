@@ -288,7 +288,7 @@ def build_model(
     pattern_rc = None
     if fixing is not None and upper_bound is not None:
         pattern_rc = fixing.pattern_rc(upper_bound)
-        rc_cut = upper_bound - fixing.lp_value + 1e-9 * abs(upper_bound) + 1e-9
+        rc_cut = fixing.fixing_cutoff(upper_bound)
 
     sp = SparseModel()
     x: dict[tuple[int, int], int] = {}
