@@ -447,8 +447,15 @@ class _WrongAnswer(CpSatSolver):
         return BackendAnswer(Status.OPTIMAL, np.zeros(sp.n_vars), 0.0)
 
 
-@pytest.mark.parametrize("cls", [_NoAnswer, _WrongAnswer])
+class _NothingCheaper(CpSatSolver):
+    def run(self, sp, start, time_limit, seed):  # type: ignore[no-untyped-def]
+        return BackendAnswer(Status.INFEASIBLE, None, None)
+
+
+@pytest.mark.parametrize("cls", [_NoAnswer, _WrongAnswer, _NothingCheaper])
 def test_no_solution_returns_the_greedy_placement(cls: type[CpSatSolver]) -> None:
+    # A round always has placements: a back end's "infeasible" (the model is held under the
+    # incumbent's cost) was passed on as the round's status.
     inst = _sample(64, 1.0, 0)
     r = cls(formulation="compact").solve(inst)
     assert r.status == Status.NO_SOLUTION

@@ -29,8 +29,11 @@
    more by :func:`normalised`), and a back end's proof outside them is not taken;
    ``feasible`` carries the best
    valid bound found (the back end's, the column generation's, the subgradient's or the cheap
-   bound of :mod:`palopt.solvers.bounds`); ``no solution`` and ``infeasible`` (the back end's word)
-   return the greedy placement, as the settings say.
+   bound of :mod:`palopt.solvers.bounds`); ``no solution`` returns the greedy placement, as the
+   settings say. A round always has placements (every selected set of jobs fits), so a back
+   end's ``infeasible`` means that the model, held under the best cost so far, has nothing
+   cheaper: the best placement so far is returned, ``feasible`` (``no solution`` if it is the
+   greedy's).
 """
 
 from __future__ import annotations
@@ -564,6 +567,10 @@ class ExactSolver:
             answer = BackendAnswer(Status.NO_SOLUTION, None, None)
         decoded = self._checked(rnd, model.sparse, answer, model.decode)
         status = answer.status
+        if status == Status.INFEASIBLE:
+            # Every selected set of jobs fits: the model, held under the incumbent's cost, has
+            # nothing cheaper (up to its rounding and fixing tolerances). Not taken as a proof.
+            status, why = Status.NO_SOLUTION, "the back end found nothing cheaper than it"
         if decoded is None and status in (Status.OPTIMAL, Status.FEASIBLE):
             status = Status.NO_SOLUTION
         if decoded is not None and round_cost(weighted, decoded) <= ub:
@@ -572,9 +579,9 @@ class ExactSolver:
         # model sees costs rounded down, to within (jobs / scale) of the true costs).
         if status == Status.NO_SOLUTION and source != "greedy":
             status = Status.FEASIBLE
-        if status in (Status.NO_SOLUTION, Status.INFEASIBLE):
+        if status == Status.NO_SOLUTION:
             settings["fallback"] = f"greedy placement returned: {why}"
-        if answer.bound is not None and status != Status.INFEASIBLE and decoded is not None:
+        if answer.bound is not None and decoded is not None:
             bound = max(bound, answer.bound / self.scale)
         settings["best_from"] = source
         return finish(best, status, bound)
