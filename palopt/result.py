@@ -144,8 +144,8 @@ class PlacementResult:
     >>> inst = Instance(topo, ("A",), np.array([[1.2, 1.0, 1.1, 1.0]]), np.ones((1, 3)),
     ...                 (Job("x", 2, "A"), Job("y", 1, "A")))
     >>> r = solve(inst, "cpsat", time_limit=5)
-    >>> r.status, r.n_placed, r.gap, r.assignment()
-    ('optimal', 2, 0.0, {'x': (1, 3), 'y': (2,)})
+    >>> r.status, r.n_placed, r.gap < 1e-12, r.assignment()   # bounds err on the low side
+    ('optimal', 2, True, {'x': (1, 3), 'y': (2,)})
     >>> r.to_dict(inst)["jobs"][0]["gpus"]
     ['gpu1', 'gpu3']
     """
