@@ -456,3 +456,32 @@ def test_seeded_inputs_reject_a_negative_seed() -> None:
     assert isinstance(profile, ClusterProfile)
     with pytest.raises(InputError, match="seed = -1"):
         profile.tiled(16, 4, seed=-1)
+
+
+@pytest.mark.parametrize(
+    ("gpus", "problem"),
+    [((0, 1), "wrong count"), (None, "shared"), ((-1,), "out of range"), ((2,), "out of range")],
+)
+def test_a_solver_that_gives_bad_gpus_is_named(gpus, problem):
+    # The second job's GPUs are replaced: too many, the first job's, or not in the cluster
+    # (-1 used to wrap around to the last GPU).
+    from dataclasses import replace
+
+    from palopt.errors import PaloptError
+    from palopt.solvers import get_solver
+
+    greedy = get_solver("greedy")
+
+    class Bad:
+        name = "bad"
+
+        def solve(self, instance, *, time_limit=None, seed=None):
+            result = greedy.solve(instance)
+            first, second = result.placements[:2]
+            given = first.gpus if gpus is None else gpus
+            return replace(result, placements=(first, replace(second, gpus=given)))
+
+    topo = build_cluster(1, 1, 2)
+    sim = Simulator(topo, flat(2), [job("a", 1, 0, 10), job("b", 1, 0, 10)], Bad())
+    with pytest.raises(PaloptError, match=f"solver bad gave job b GPUs .*{problem}"):
+        sim.step()

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from palopt.cost import assert_feasible, job_cost
+from palopt.cost import assert_feasible, set_costs
 from palopt.errors import (
     InputError,
     PaloptError,
@@ -482,28 +482,51 @@ class Simulator:
             result.settings,
         )
 
+    def _check_gpus(self, placed: np.ndarray, news: list[tuple[int, ...]]) -> None:
+        """Refuse GPU sets of the wrong size, out of range, or shared, naming the first job."""
+        n = self.topology.n_gpus
+        sizes = np.fromiter(map(len, news), np.int64, len(news))
+        flat = np.array([g for new in news for g in new], dtype=np.int64)
+        if not (
+            ((sizes != 0) & (sizes != self.jobs.num_gpus[placed])).any()
+            or (flat.size and (flat.min() < 0 or flat.max() >= n))
+            or (flat.size and np.bincount(flat, minlength=n).max() > 1)
+        ):
+            return
+        owner = np.zeros(n, dtype=bool)
+        for j, new in zip(placed.tolist(), news, strict=True):
+            gpus = np.array(new, dtype=np.int64)
+            if new and (
+                len(new) != self.jobs.num_gpus[j]
+                or gpus.min() < 0
+                or gpus.max() >= n
+                or owner[gpus].any()
+            ):
+                raise PaloptError(
+                    f"solver {self.solver_name} gave job {self.jobs.jobs[j].id} GPUs "
+                    f"{new}: wrong count, out of range or shared with another job"
+                )
+            owner[gpus] = True
+
     def _apply(self, order: np.ndarray, result: PlacementResult) -> tuple[int, int, int]:
         jt, cfg = self.jobs, self.config
-        owner = np.full(self.topology.n_gpus, -1, dtype=np.int64)
         started = preempted = migrated = 0
         changes: list[tuple[int, tuple[int, ...]]] = []
         decided = len(result.placements)
+        placed = order[:decided]
+        if len(placed) < decided or any(
+            p.job_id != jt.jobs[j].id
+            for j, p in zip(placed.tolist(), result.placements, strict=True)
+        ):
+            raise PaloptError(f"solver {self.solver_name} returned placements out of order")
+        news = [tuple(sorted(p.gpus)) for p in result.placements]
+        self._check_gpus(placed, news)
         for j in order[decided:].tolist():  # cut off before the solver: not placed
             if jt.gpus[j]:
                 changes.append((j, ()))
                 preempted += 1
                 jt.preemptions[j] += 1
-        for j, p in zip(order[:decided].tolist(), result.placements, strict=True):
-            if p.job_id != jt.jobs[j].id:
-                raise PaloptError(f"solver {self.solver_name} returned placements out of order")
-            new = tuple(sorted(p.gpus))
-            if new:
-                if len(new) != jt.num_gpus[j] or (owner[list(new)] >= 0).any():
-                    raise PaloptError(
-                        f"solver {self.solver_name} gave job {p.job_id} GPUs "
-                        f"{new}: wrong count or shared with another job"
-                    )
-                owner[list(new)] = j
+        for j, new in zip(placed.tolist(), news, strict=True):
             old = jt.gpus[j]
             if new == old:
                 continue
@@ -524,13 +547,17 @@ class Simulator:
         for j, new in changes:
             jt.gpus[j] = new
             self._job_obj.pop(j, None)
-            if new:
-                jt.status[j] = RUNNING
-                jt.cost[j] = job_cost(self._charge_instance, self._job(j), new).cost
-            else:
+            if not new:
                 jt.status[j] = WAITING
                 jt.cost[j] = np.nan
                 jt.lost_s[j] = 0.0
+        running = np.array([j for j, new in changes if new], dtype=np.int64)
+        if len(running):  # the charged costs, all in one call
+            sets = [jt.gpus[j] for j in running.tolist()]
+            starts = np.cumsum([0] + [len(s) for s in sets[:-1]])
+            gpus = np.array([g for s in sets for g in s], dtype=np.int64)
+            jt.status[running] = RUNNING
+            jt.cost[running] = set_costs(self._charge_instance, jt.cls[running], gpus, starts)[0]
         return started, preempted, migrated
 
     def step(self) -> RoundRecord:
