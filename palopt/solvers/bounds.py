@@ -16,7 +16,7 @@ import numpy as np
 
 from palopt.solvers.greedy import GreedyPlacer
 from palopt.solvers.round import Round
-from palopt.solvers.transport import transport
+from palopt.solvers.transport import transport_bound
 
 __all__ = ["lower_bound", "single_gpu_costs"]
 
@@ -63,4 +63,4 @@ def lower_bound(rnd: Round) -> float:
         cost, _ = greedy.best(rnd.free, int(greedy.cls[pos]), job.num_gpus)
         total += job.weight * cost
     counts, _, single_cost = single_gpu_costs(rnd)
-    return total + transport(counts, single_cost, assign=False)[0]
+    return total + transport_bound(counts, single_cost)

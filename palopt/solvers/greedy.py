@@ -192,7 +192,7 @@ class GreedyPlacer:
         cost = np.array(
             [w * inst.slowdown[c, gpus] * inst.penalty[c, 0] for c, w in groups], dtype=np.float64
         ).reshape(len(groups), len(gpus))
-        x = transport([len(v) for v in groups.values()], cost)[1]
+        x = transport([len(v) for v in groups.values()], cost)
         if x is None:
             return None
         chosen = {}

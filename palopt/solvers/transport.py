@@ -4,7 +4,7 @@ Commodities (1-GPU jobs of one class and weight) send ``counts[m]`` units to dis
 ``cost[m, g]``. The LP is totally unimodular, so HiGHS's simplex vertex is an integral optimum.
 Without ``highspy`` each commodity takes its cheapest GPUs alone: a lower bound, no assignment.
 
-The value returned is a lower bound that holds whatever the solver's tolerances: for any GPU
+:func:`transport_bound` gives a lower bound that holds whatever the solver's tolerances: for any GPU
 prices ``pi >= 0``, ``sum over m of the counts[m] least (cost[m, g] + pi[g]) - sum(pi)`` is at
 most the optimum (the GPU capacities relaxed at those prices), and the LP's duals give prices
 that make it the optimum up to those tolerances. HiGHS's own objective value can be above the
@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["transport", "HAVE_HIGHS", "new_highs", "rounded_down"]
+__all__ = ["transport", "transport_bound", "HAVE_HIGHS", "new_highs", "rounded_down"]
 
 HAVE_HIGHS = importlib.util.find_spec("highspy") is not None
 
@@ -51,10 +51,8 @@ def new_highs() -> Any:
     return h
 
 
-def transport(
-    counts: list[int], cost: np.ndarray, assign: bool = True
-) -> tuple[float, np.ndarray | None]:
-    """Minimum cost of sending ``counts[m]`` units from each row to distinct columns.
+def transport(counts: list[int], cost: np.ndarray) -> np.ndarray | None:
+    """An assignment of least cost sending ``counts[m]`` units from each row to distinct columns.
 
     Parameters
     ----------
@@ -62,38 +60,59 @@ def transport(
         Units per row (commodity); their sum must not exceed the number of columns.
     cost : numpy.ndarray
         ``(rows, columns)`` costs.
-    assign : bool, default True
-        Also return the assignment.
 
     Returns
     -------
-    bound : float
-        A lower bound on the optimum, equal to it up to the LP's tolerances (exact for a single
-        row; without ``highspy``, the independent per-row bound).
-    x : numpy.ndarray or None
+    numpy.ndarray or None
         Boolean ``(rows, columns)`` assignment, optimal up to the LP's tolerances, or ``None``
-        without ``highspy``.
+        without ``highspy`` (for two rows or more).
 
     Examples
     --------
     >>> import numpy as np
-    >>> value, x = transport([1, 1], np.array([[1.0, 2.0], [1.0, 5.0]]))
-    >>> round(value, 9), x.astype(int).tolist()   # the bound is a hair under the optimum
-    (3.0, [[0, 1], [1, 0]])
+    >>> transport([1, 1], np.array([[1.0, 2.0], [1.0, 5.0]])).astype(int).tolist()
+    [[0, 1], [1, 0]]
     """
     m, n = cost.shape
     if not counts or sum(counts) == 0:
-        return 0.0, np.zeros((m, n), dtype=bool)
+        return np.zeros((m, n), dtype=bool)
+    if m == 1:
+        x = np.zeros((1, n), dtype=bool)
+        x[0, np.argsort(cost[0], kind="stable")[: counts[0]]] = True
+        return x
+    if not HAVE_HIGHS:
+        return None
+    return np.asarray(_solve(counts, cost)[0].col_value).reshape(m, n) > 0.5
+
+
+def transport_bound(counts: list[int], cost: np.ndarray) -> float:
+    """A lower bound on the least cost of :func:`transport`, equal to it up to the LP's
+    tolerances (see the module documentation; exact for a single row, and without ``highspy``
+    the independent per-row bound).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> round(transport_bound([1, 1], np.array([[1.0, 2.0], [1.0, 5.0]])), 9)  # a hair under 3
+    3.0
+    """
+    m, n = cost.shape
+    if not counts or sum(counts) == 0:
+        return 0.0
     alone = _priced_bound(counts, cost, np.zeros(n))
     if m == 1 or not HAVE_HIGHS:
-        value = alone
-        if m == 1 and assign:
-            x = np.zeros((1, n), dtype=bool)
-            x[0, np.argsort(cost[0], kind="stable")[: counts[0]]] = True
-            return value, x
-        return value, None
+        return alone
+    solution, unit = _solve(counts, cost)
+    # A GPU row at its upper bound has a dual <= 0 in a minimisation: its price is minus that.
+    prices = unit * np.maximum(-np.asarray(solution.row_dual)[m:], 0.0)
+    return max(_priced_bound(counts, cost, prices), alone)
+
+
+def _solve(counts: list[int], cost: np.ndarray) -> tuple[Any, float]:
+    """HiGHS's solution of the transportation LP, and the unit its costs were divided by."""
     import highspy
 
+    m, n = cost.shape
     h = new_highs()
     lp = highspy.HighsLp()
     lp.num_col_, lp.num_row_ = m * n, m + n
@@ -113,14 +132,7 @@ def transport(
     lp.a_matrix_.value_ = np.ones(2 * m * n)
     h.passModel(lp)
     h.run()
-    solution = h.getSolution()
-    # A GPU row at its upper bound has a dual <= 0 in a minimisation: its price is minus that.
-    prices = unit * np.maximum(-np.asarray(solution.row_dual)[m:], 0.0)
-    value = max(_priced_bound(counts, cost, prices), alone)
-    if not assign:
-        return value, None
-    x = np.asarray(solution.col_value).reshape(m, n) > 0.5
-    return value, x
+    return h.getSolution(), unit
 
 
 def _priced_bound(counts: list[int], cost: np.ndarray, prices: np.ndarray) -> float:

@@ -131,10 +131,10 @@ class ColumnGeneration:
         counts = np.asarray(master.counts, dtype=np.float64)
         charges = float(self._p.sum()) + float(self._sigma @ rhs)
         dual = float(self._mu.sum()) + float(counts @ master.nu) - charges
+        queue = pricer.inst.queue
         least = [
-            pricer.least(int(cls[pos]), job.num_gpus, job.weight, self._p)[0] - float(mu)
-            for mu, pos in zip(self._mu, self.columns, strict=True)
-            for job in (pricer.inst.queue[pos],)
+            pricer.least(int(cls[pos]), queue[pos].num_gpus, queue[pos].weight, self._p)[0] - mu
+            for mu, pos in zip(self._mu.tolist(), self.columns, strict=True)
         ]
         least += [  # the negative among a commodity's n_m least: its other units' least
             float(np.minimum(np.partition(row, n - 1)[:n], 0.0).sum())
