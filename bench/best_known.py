@@ -7,7 +7,9 @@ of whole racks (256 GPUs by default), the round's jobs are dealt to the blocks (
 each to the block with the most room; within a size by class, so every block gets a similar
 mix), and each block is solved as its own round by an exact solver with its time limit. The
 blocks' placements together are a placement of the whole round (checked), and their bounds
-show what the split itself costs.
+show what the split itself costs. A last table compares the two placements by job size: the
+cost, how many jobs span a higher tier than the smallest group that could hold them, and the
+mean slowdown they run at.
 
 Usage::
 
@@ -25,7 +27,7 @@ import numpy as np
 from palopt import Instance, build_cluster, solve
 from palopt.bench.families import RACK_GPUS, Family, make_instance
 from palopt.bench.runner import SolverSpec
-from palopt.cost import assert_feasible, evaluate
+from palopt.cost import assert_feasible, evaluate, job_cost
 from palopt.errors import PaloptError
 from palopt.solvers.exact.colgen import lagrangian_bound
 from palopt.solvers.greedy import greedy_assignment
@@ -44,6 +46,30 @@ def deal(inst: Instance, positions: tuple[int, ...], blocks: int, room: int) -> 
         out[b].append(p)
         left[b] -= inst.queue[p].num_gpus
     return out
+
+
+def by_size(inst: Instance, assignments: dict[str, dict[str, tuple[int, ...]]]) -> list[str]:
+    """Lines of a table comparing placements of the same jobs (label -> job id -> GPUs) by job
+    size: per size, the jobs' weighted cost, how many span a higher tier than the smallest group
+    that could hold them, and their mean slowdown."""
+    topo = inst.topology
+    room = [np.bincount(np.unique(row, return_inverse=True)[1]).max() for row in topo.groups]
+    placed = [j for j in inst.queue if j.id in next(iter(assignments.values()))]
+    lines = [f"{'size':>5} {'jobs':>5}" + "".join(f" | {a:>26}" for a in assignments)]
+    lines.append(
+        " " * 11 + " | {:>10} {:>7} {:>7}".format("cost", "spread", "slow") * len(assignments)
+    )
+    for k in sorted({j.num_gpus for j in placed}):
+        jobs = [j for j in placed if j.num_gpus == k]
+        fits = next(t for t, r in enumerate(room) if r >= k)
+        line = f"{k:5d} {len(jobs):5d}"
+        for assignment in assignments.values():
+            parts = [job_cost(inst, j, assignment[j.id]) for j in jobs]
+            cost = sum(j.weight * p.cost for j, p in zip(jobs, parts, strict=True))
+            spread = sum(topo.tiers.index(p.tier) > fits for p in parts)
+            line += f" | {cost:10.3f} {spread:7d} {np.mean([p.slowdown for p in parts]):7.3f}"
+        lines.append(line)
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -70,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     inst = make_instance(family, args.seed)
     rnd = make_round(inst)
     started = time.perf_counter()
-    greedy = round_cost(inst, greedy_assignment(rnd))
+    greedy_placement = greedy_assignment(rnd)
+    greedy = round_cost(inst, greedy_placement)
     greedy_time = time.perf_counter() - started
     bound, _ = lagrangian_bound(rnd, greedy, time_limit=args.bound_time)
     print(f"{family.name} seed {args.seed}: bound {bound:.3f}")
@@ -111,6 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"  sum of the blocks' bounds {block_bounds:.3f} ({100 * (block_bounds / bound - 1):+.2f}%)"
     )
+    greedy_ids = {inst.queue[p].id: tuple(g.tolist()) for p, g in greedy_placement.items()}
+    print("\n".join(by_size(inst, {"greedy": greedy_ids, "blocks": assignment})))
     return 0
 
 

@@ -290,7 +290,7 @@ def test_bench_quick_keeps_the_options_given(tmp_path: Path, capsys) -> None:
     assert {r["family"] for r in rows} == {"16g-4ps-50%-longhorn", "16g-4ps-100%-longhorn"}
 
 
-def test_best_known_script_joins_block_solves_into_a_feasible_round(capsys) -> None:
+def _best_known_script():
     import importlib.util
 
     path = Path(__file__).resolve().parent.parent / "bench" / "best_known.py"
@@ -298,6 +298,11 @@ def test_best_known_script_joins_block_solves_into_a_feasible_round(capsys) -> N
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def test_best_known_script_joins_block_solves_into_a_feasible_round(capsys) -> None:
+    module = _best_known_script()
     inst = make_instance(Family(64, 4, 1.0, "synthetic"), 1)
     positions = make_round(inst).open_positions
     blocks = module.deal(inst, positions, 2, 32)
@@ -308,6 +313,28 @@ def test_best_known_script_joins_block_solves_into_a_feasible_round(capsys) -> N
     out = capsys.readouterr().out
     # The script checks the joined placement (feasible, costed as the blocks' sum) itself.
     assert "2 blocks, cpsat" in out and "sum of the blocks' bounds" in out
+    assert "spread" in out
+
+
+def test_best_known_by_size_table_splits_the_cost_by_job_size() -> None:
+    topo = build_cluster(2, 2, 4)  # racks of 8 GPUs, servers of 4
+    inst = Instance(
+        topo,
+        ("A",),
+        np.ones((1, 16)) + 0.5 * (np.arange(16) == 3),
+        np.array([[1.0, 1.5, 2.0]]),
+        (Job("a", 4, "A"), Job("b", 2, "A"), Job("c", 1, "A")),
+    )
+    packed = {"a": (0, 1, 2, 3), "b": (4, 5), "c": (6,)}  # a holds the slow GPU 3
+    scattered = {"a": (4, 5, 6, 8), "b": (0, 1), "c": (2,)}  # a over two racks
+    assert_feasible(inst, packed)
+    assert_feasible(inst, scattered)
+    lines = _best_known_script().by_size(inst, {"packed": packed, "scattered": scattered})
+    rows = {int(line.split()[0]): line.split() for line in lines[2:]}
+    assert sorted(rows) == [1, 2, 4]
+    # size, jobs | cost spread slow | cost spread slow
+    assert rows[4][2:] == ["|", "1.500", "0", "1.500", "|", "2.000", "1", "1.000"]
+    assert rows[2][2:] == ["|", "1.000", "0", "1.000", "|", "1.000", "0", "1.000"]
 
 
 def test_bench_keeps_finished_instances_when_interrupted(
