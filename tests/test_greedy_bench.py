@@ -251,9 +251,96 @@ def test_bench_command_rejects_bad_input(capsys: pytest.CaptureFixture) -> None:
         ("--time-limit", "inf"),
         ("--exact-max-gpus", "-1"),
         ("--solvers", "x"),
+        ("--loads", "1.5"),
     ):
         assert main(["bench", "--quick", flag, value]) == 2
         assert flag.lstrip("-").split("-")[0] in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--sizes", "16,64,16", "--sizes = 16: given twice"),
+        ("--profiles", "longhorn,longhorn", "--profiles = 'longhorn': given twice"),
+        ("--solvers", "pal,greedy,pal", "--solvers = 'pal': given twice"),
+        # one family name and seed: 56% (they were summarised as one family of twice the rounds)
+        ("--loads", "0.555,0.556", "--loads = 0.556: the same whole percent"),
+    ],
+)
+def test_bench_refuses_a_family_or_solver_given_twice(
+    flag: str, value: str, message: str, capsys: pytest.CaptureFixture
+) -> None:
+    assert main(["bench", "--quick", flag, value]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_bench_refuses_exact_solvers_alone_on_rounds_they_skip(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    # was a ValueError traceback: no row for the Lagrangian bound's upper bound
+    assert main(["bench", "--sizes", "512", "--solvers", "cpsat", "--no-plot"]) == 2
+    assert "skip the 512-GPU rounds" in capsys.readouterr().err
+    assert (
+        run_instance(Family(64, 4, 1.0, "longhorn"), 0, [SolverSpec.parse("cpsat")], 1, 32, 0) == []
+    )
+
+
+def test_a_solver_that_places_other_jobs_gets_no_gap(monkeypatch) -> None:
+    import palopt.bench.runner as runner
+    from palopt.bench.report import format_table, summarise
+    from palopt.result import Action, JobPlacement, Status
+
+    real = runner.get_solver
+
+    class DropsTheLastJob:
+        def __init__(self, solver) -> None:
+            self.solver = solver
+
+        def solve(self, inst, **kwargs):
+            result = self.solver.solve(inst, **kwargs)
+            last = max(k for k, p in enumerate(result.placements) if p.gpus)
+            dropped = result.placements[last]
+            placements = list(result.placements)
+            placements[last] = JobPlacement.record(dropped.job_id, (), Action.WAIT, reason="drop")
+            return replace(
+                result,
+                placements=tuple(placements),
+                n_placed=result.n_placed - 1,
+                objective=result.objective - dropped.cost,
+                status=Status.HEURISTIC,
+            )
+
+    monkeypatch.setattr(
+        runner,
+        "get_solver",
+        lambda name, **kw: DropsTheLastJob(real(name)) if name == "pal" else real(name, **kw),
+    )
+    specs = [SolverSpec.parse(s) for s in ("pal", "greedy", "cpsat")]
+    rows = run_instance(Family(16, 4, 1.0, "longhorn"), 0, specs, 3.0, 256, 0.0)
+    pal = next(r for r in rows if r.solver == "pal")
+    assert pal.n_placed == pal.n_jobs - 1 and np.isnan(pal.gap)  # was a negative gap
+    assert all(r.gap >= -1e-9 for r in rows if r.solver != "pal")
+    summary = {d["solver"]: d for d in summarise(rows)}
+    assert np.isnan(summary["pal"]["gap_median"]) and summary["pal"]["instances"] == 1
+    assert "n/a" in format_table(list(summary.values()))
+
+
+def test_the_gap_plot_has_a_panel_per_load(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    import struct
+
+    from palopt.bench.report import plot_gaps, summarise
+
+    specs = [SolverSpec.parse("greedy")]
+    rows = [
+        r
+        for load in (0.25, 0.5, 1.0)
+        for r in run_instance(Family(16, 4, load, "longhorn"), 0, specs, 1.0, 256, 0.0)
+    ]
+    plot_gaps(tmp_path / "gaps.png", summarise(rows))
+    with (tmp_path / "gaps.png").open("rb") as fh:
+        width = struct.unpack(">I", fh.read(24)[16:20])[0]
+    assert width == round(120 * (0.5 + 5.25 * 3))  # was two panels: the 25% load left out
 
 
 @pytest.mark.parametrize(

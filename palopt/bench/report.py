@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -33,13 +34,15 @@ SUMMARY_FIELDS = (
 
 
 def summarise(rows: list[Row]) -> list[dict[str, Any]]:
-    """Per (family, solver): gap (median, p95, max), time (median, p95), share proven optimal."""
+    """Per (family, solver): gap (median, p95, max; NaN if no gap compares), time (median, p95),
+    share proven optimal. Rows whose gap is NaN (the solver placed another number of jobs than
+    the admitted prefix) count in the times and the shares, not in the gaps."""
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in rows:
         groups[(r.family, r.solver)].append(r)
     out = []
     for (family, solver), rs in groups.items():
-        gaps = np.array([r.gap for r in rs])
+        gaps = np.array([r.gap for r in rs if not math.isnan(r.gap)])
         times = np.array([r.wall_time for r in rs])
         kinds = sorted({r.reference_kind for r in rs})
         out.append(
@@ -51,9 +54,9 @@ def summarise(rows: list[Row]) -> list[dict[str, Any]]:
                 "profile": rs[0].profile,
                 "solver": solver,
                 "instances": len(rs),
-                "gap_median": float(np.median(gaps)),
-                "gap_p95": float(np.percentile(gaps, 95)),
-                "gap_max": float(gaps.max()),
+                "gap_median": float(np.median(gaps)) if len(gaps) else math.nan,
+                "gap_p95": float(np.percentile(gaps, 95)) if len(gaps) else math.nan,
+                "gap_max": float(gaps.max()) if len(gaps) else math.nan,
                 "time_median": float(np.median(times)),
                 "time_p95": float(np.percentile(times, 95)),
                 "share_optimal": float(np.mean([r.status == Status.OPTIMAL for r in rs])),
@@ -75,6 +78,8 @@ def format_table(summary: list[dict[str, Any]]) -> str:
     lines = [head, "-" * len(head)]
 
     def percent(gap: float) -> str:
+        if math.isnan(gap):
+            return f"{'n/a':>8}"
         return f"{round(100 * gap, 2) + 0.0:>7.2f}%"  # + 0.0: a gap of -1e-16 is 0.00%, not -0.00%
 
     for d in summary:
@@ -99,7 +104,7 @@ def write_csv(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 def plot_gaps(path: Path, summary: list[dict[str, Any]]) -> None:
-    """PNG: median gap (%) against cluster size, one line per solver and load.
+    """PNG: median gap (%) against cluster size, one panel per load, one line per solver.
 
     Raises
     ------
@@ -112,9 +117,11 @@ def plot_gaps(path: Path, summary: list[dict[str, Any]]) -> None:
     import matplotlib.pyplot as plt
 
     sizes_all = sorted({int(d["n_gpus"]) for d in summary})
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2), sharey=True)
     loads = sorted({float(d["load"]) for d in summary})
-    for ax, load in zip(axes, loads[-2:] if len(loads) > 1 else loads * 2, strict=True):
+    fig, axes = plt.subplots(
+        1, len(loads), figsize=(0.5 + 5.25 * len(loads), 4.2), sharey=True, squeeze=False
+    )
+    for ax, load in zip(axes[0], loads, strict=True):
         series: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
         for d in summary:
             if float(d["load"]) == load:
@@ -127,8 +134,8 @@ def plot_gaps(path: Path, summary: list[dict[str, Any]]) -> None:
         ax.set_xlabel("cluster size (GPUs)")
         ax.set_title(f"load {round(100 * load)}%")
         ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("median gap to optimum or bound (%)")
-    axes[-1].legend(fontsize=8)
+    axes[0, 0].set_ylabel("median gap to optimum or bound (%)")
+    axes[0, -1].legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

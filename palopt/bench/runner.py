@@ -4,7 +4,8 @@ For every instance all solvers place the admitted queue prefix (the heuristics s
 job that does not fit, which is the same set), so costs compare directly. The *reference* of an
 instance is the proven optimum when an exact solver proved one, else the best lower bound known
 (exact solvers' bounds, the cheap bound, and on large rounds the Lagrangian bound). A solver's
-gap is ``(objective - reference) / reference``.
+gap is ``(objective - reference) / reference``; it is NaN for a solver that placed another number
+of jobs than the admitted prefix (its cost does not compare).
 """
 
 from __future__ import annotations
@@ -70,6 +71,7 @@ class Row:
     profile: str
     seed: int
     n_jobs: int
+    n_placed: int
     solver: str
     status: str
     objective: float
@@ -92,7 +94,8 @@ def run_instance(
     exact_max_gpus: int,
     bound_time: float,
 ) -> list[Row]:
-    """Solve one instance with every solver (exact ones only up to ``exact_max_gpus``)."""
+    """Solve one instance with every solver (exact ones only up to ``exact_max_gpus``); no rows
+    if no solver runs at its size."""
     inst = make_instance(family, seed)
     rnd = make_round(inst)
     rows: list[Row] = []
@@ -124,6 +127,7 @@ def run_instance(
                 family.profile,
                 seed,
                 len(rnd.positions),
+                result.n_placed,
                 spec.label,
                 result.status,
                 result.objective,
@@ -131,6 +135,8 @@ def run_instance(
                 result.wall_time,
             )
         )
+    if not rows:
+        return []
     if optimum is None and rnd.multi and family.n_gpus > exact_max_gpus:
         best = min(r.objective for r in rows)
         bounds.append(lagrangian_bound(rnd, best, time_limit=bound_time)[0])
@@ -140,8 +146,10 @@ def run_instance(
         reference, kind = max(bounds), "bound"
     out = []
     for r in rows:
-        comparable = r.n_jobs == len(rnd.positions)
-        gap = (r.objective - reference) / reference if reference > 0 and comparable else 0.0
+        if r.n_placed != r.n_jobs:
+            gap = float("nan")
+        else:
+            gap = (r.objective - reference) / reference if reference > 0 else 0.0
         out.append(
             Row(**{**r.as_dict(), "reference": reference, "reference_kind": kind, "gap": gap})
         )
@@ -168,10 +176,18 @@ def run_bench(
         if sink is not None:
             sink(got)
         if progress is not None:
-            best = min(got, key=lambda r: r.gap)
-            progress(
-                f"[{i}/{len(todo)} {time.perf_counter() - started:6.1f}s] {family.name} "
-                f"seed {seed}: {got[0].reference_kind} {got[0].reference:.3f}, best "
-                f"{best.solver} gap {100 * best.gap:.2f}%"
+            head = (
+                f"[{i}/{len(todo)} {time.perf_counter() - started:6.1f}s] {family.name} seed {seed}"
             )
+            compared = [r for r in got if r.n_placed == r.n_jobs]
+            if compared:
+                best = min(compared, key=lambda r: r.gap)
+                progress(
+                    f"{head}: {best.reference_kind} {best.reference:.3f}, best {best.solver} "
+                    f"gap {100 * best.gap:.2f}%"
+                )
+            elif got:
+                progress(f"{head}: no solver placed the admitted jobs")
+            else:
+                progress(f"{head}: no solver runs at {family.n_gpus} GPUs")
     return rows

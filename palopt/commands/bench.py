@@ -8,6 +8,7 @@ import math
 import sys
 from dataclasses import fields
 from pathlib import Path
+from typing import Any
 
 from palopt.bench.families import PROFILES, Family, check_shape
 from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
@@ -43,7 +44,7 @@ def _ints(text: str, field: str) -> list[int]:
         raise InputError(field, text, "expected comma-separated integers") from None
     if not values or min(values) < 1:
         raise InputError(field, text, "expected positive integers")
-    return values
+    return _distinct(values, field, values)
 
 
 def _floats(text: str, field: str) -> list[float]:
@@ -53,6 +54,19 @@ def _floats(text: str, field: str) -> list[float]:
         values = []
     if not values:
         raise InputError(field, text, "expected comma-separated numbers")
+    return values
+
+
+def _distinct(
+    values: list[Any], field: str, keys: list[Any], why: str = "given twice"
+) -> list[Any]:
+    """``values``, or an InputError naming the first one whose key repeats an earlier one's
+    (a family or a solver would be run, and summarised, twice)."""
+    seen: set[Any] = set()
+    for value, key in zip(values, keys, strict=True):
+        if key in seen:
+            raise InputError(field, value, why)
+        seen.add(key)
     return values
 
 
@@ -115,9 +129,22 @@ def cmd_bench(args: argparse.Namespace) -> int:
     sizes = _ints(args.sizes, "--sizes")
     per_server = _ints(args.gpus_per_server, "--gpus-per-server")
     loads = _floats(args.loads, "--loads")
+    for load in loads:
+        if not 0 < load <= 1:
+            raise InputError("--loads", load, "each must be in (0, 1]")
+    _distinct(
+        loads,
+        "--loads",
+        [round(100 * x) for x in loads],
+        "the same whole percent as another load (families are named and seeded by it)",
+    )
     profiles = [p for p in args.profiles.split(",") if p]
     if not profiles:
         raise InputError("--profiles", args.profiles, "expected comma-separated names")
+    for prof in profiles:
+        if prof not in PROFILES:
+            raise InputError("--profiles", prof, f"must be one of {', '.join(PROFILES)}")
+    _distinct(profiles, "--profiles", profiles)
     if args.seeds < 1:
         raise InputError("--seeds", args.seeds, "must be at least 1")
     check_time_limit(args.time_limit, "--time-limit")
@@ -131,6 +158,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
     solvers = [SolverSpec.parse(s) for s in args.solvers.split(",") if s]
     if not solvers:
         raise InputError("--solvers", args.solvers, "expected comma-separated solver names")
+    _distinct([s.label for s in solvers], "--solvers", [(s.name, s.options) for s in solvers])
+    if all(s.exact for s in solvers) and max(sizes) > args.exact_max_gpus:
+        raise InputError(
+            "--solvers",
+            args.solvers,
+            f"only exact solvers, which skip the {max(sizes)}-GPU rounds (above --exact-max-gpus "
+            f"{args.exact_max_gpus}): add a heuristic, or raise --exact-max-gpus",
+        )
     families = [
         Family(n, g, load, prof)
         for n in sizes
