@@ -123,9 +123,9 @@ def local_index(topology: Topology, gpu: int) -> int:
     ``CUDA_DEVICE_ORDER=PCI_BUS_ID``): apply them where devices are not renumbered, e.g. on whole
     nodes, not inside a Slurm step whose cgroup already hides the other GPUs.
     """
-    local = topology.graph.nodes[topology.gpu_ids[gpu]].get("local")
-    if isinstance(local, int):
-        return local
+    local = topology.graph.nodes[topology.gpu_ids[gpu]].get("local")  # checked by the Topology
+    if local is not None:
+        return int(local)
     return gpu - int(topology.server_start[topology.gpu_server[gpu]])
 
 

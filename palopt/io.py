@@ -25,6 +25,8 @@ import json
 import math
 import os
 import re
+import secrets
+import stat
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -47,6 +49,7 @@ __all__ = [
     "read_csv",
     "read_json",
     "read_text",
+    "write_text",
     "save_instance",
     "topology_from_spec",
     "instance_schema",
@@ -321,6 +324,39 @@ def read_text(path: str | Path) -> str:
         raise InputError(str(path), f"byte {exc.start}", "not a UTF-8 text file") from None
 
 
+def write_text(path: str | Path, text: str) -> None:
+    """Write ``text`` to ``path`` as UTF-8, whole or not at all: into a new file beside it, which
+    then replaces ``path``. A write that fails (a full disk, say) leaves an existing file as it
+    was; writing in place would leave it cut off.
+
+    Raises
+    ------
+    OSError
+        If the folder cannot be written, or the file cannot be replaced.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/a.json", "{}")
+    ...     sorted(p.name for p in Path(folder).iterdir()), read_text(f"{folder}/a.json")
+    (['a.json'], '{}')
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    # Created as open() creates files (mode 0o666 less the umask), keeping an existing file's.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        if path.exists():
+            os.chmod(tmp, stat.S_IMODE(path.stat().st_mode))
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def read_json(path: str | Path) -> Any:
     """Parse a JSON file.
 
@@ -480,9 +516,7 @@ def save_instance(instance: Instance, path: str | Path, **meta: str) -> None:
     ...     load_instance(f"{folder}/copy.json").queue == inst.queue
     True
     """
-    Path(path).write_text(
-        json.dumps(instance_to_dict(instance, **meta), indent=1) + "\n", encoding="utf-8"
-    )
+    write_text(path, json.dumps(instance_to_dict(instance, **meta), indent=1) + "\n")
 
 
 def instance_schema() -> dict[str, Any]:
@@ -523,7 +557,10 @@ def instance_schema() -> dict[str, Any]:
                         "required": ["shape"],
                         "additionalProperties": False,
                         "properties": {
-                            "shape": {"type": "string", "pattern": "^[0-9]+x[0-9]+(x[0-9]+)?$"}
+                            "shape": {
+                                "type": "string",
+                                "pattern": "^[0-9]+[xX][0-9]+([xX][0-9]+)?$",
+                            }
                         },
                     },
                     {

@@ -19,7 +19,8 @@ A grid file (TOML)::
 Each cell is run by a *cell function* (a picklable callable ``dict -> dict`` of metrics); a
 finished cell is stored as ``cells/<id>.json`` under the results folder, where ``<id>`` is a hash of
 its parameters, and skipped when the sweep is run again. Cells run in a local process pool by
-default, or as Ray tasks (``engine="ray"``).
+default, or as Ray tasks (``engine="ray"``). When a cell fails, the cells not yet started are
+cancelled, those running are finished and stored, and the cell's error is raised.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ from typing import Any
 import pandas as pd
 
 from palopt.errors import InputError, check_fields
-from palopt.io import read_text
+from palopt.io import read_text, write_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -130,10 +131,9 @@ def cell_id(cell: Mapping[str, Any]) -> str:
 def _store(out: Path, cell: dict[str, Any], metrics: dict[str, Any]) -> None:
     cells = out / "cells"
     cells.mkdir(parents=True, exist_ok=True)
-    final = cells / f"{cell_id(cell)}.json"
-    tmp = final.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"cell": cell, "metrics": metrics}, default=str), encoding="utf-8")
-    os.replace(tmp, final)
+    write_text(
+        cells / f"{cell_id(cell)}.json", json.dumps({"cell": cell, "metrics": metrics}, default=str)
+    )
 
 
 def _done(out: Path, cell: Mapping[str, Any]) -> bool:
@@ -147,6 +147,9 @@ def _local(
         for cell in cells:
             yield cell, fn(cell)
         return
+    # After a cell fails, the cells not started are cancelled; those running are waited for and
+    # yielded (so stored), and then the first error is raised.
+    error: BaseException | None = None
     with ProcessPoolExecutor(max_workers=workers) as pool:
         pending: dict[Future[dict[str, Any]], dict[str, Any]] = {
             pool.submit(fn, c): c for c in cells
@@ -154,7 +157,17 @@ def _local(
         while pending:
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
-                yield pending.pop(fut), fut.result()
+                cell = pending.pop(fut)
+                if fut.cancelled():
+                    continue
+                if fut.exception() is None:
+                    yield cell, fut.result()
+                elif error is None:
+                    error = fut.exception()
+                    for other in pending:
+                        other.cancel()
+    if error is not None:
+        raise error
 
 
 def _ray(
@@ -167,16 +180,33 @@ def _ray(
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    error: BaseException | None = None  # as in _local: the first, after the running cells
     try:
-        task = ray.remote(fn)
-        refs = {task.remote(c): c for c in cells}
+        task = ray.remote(_call)
+        refs = {task.remote(fn, c): c for c in cells}
         while refs:
             ready, _ = ray.wait(list(refs), num_returns=1)
             for ref in ready:
-                yield refs.pop(ref), ray.get(ref)
+                cell = refs.pop(ref)
+                try:
+                    yield cell, ray.get(ref)
+                except ray.exceptions.TaskCancelledError:
+                    pass
+                except ray.exceptions.RayTaskError as exc:
+                    if error is None:  # the cell's own error, not Ray's wrapper and traceback
+                        error = exc.cause if isinstance(exc.cause, BaseException) else exc
+                        for other in refs:
+                            ray.cancel(other)
     finally:
         if started:
             ray.shutdown()
+    if error is not None:
+        raise error
+
+
+def _call(fn: CellFunction, cell: dict[str, Any]) -> dict[str, Any]:
+    """``fn(cell)``: a Ray task of a plain function, whatever callable ``fn`` is."""
+    return fn(cell)
 
 
 def run_sweep(
@@ -194,7 +224,8 @@ def run_sweep(
     ----------
     spec : SweepSpec
     fn : callable
-        Cell function ``dict -> dict`` (picklable: a module-level function).
+        Cell function ``dict -> dict`` (picklable: a module-level function, or a
+        :func:`functools.partial` of one).
     engine : {"local", "ray"}
     workers : int, optional
         Local processes (default: CPU count).

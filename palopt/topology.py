@@ -339,10 +339,25 @@ class Topology:
 
         server_order = {s: i for i, s in enumerate(servers)}
         server_ids = tuple(s for s in servers if any(True for _ in _gpus_of(graph, s, kind)))
-
-        def gpu_key(g: str) -> tuple[int, Any, str]:
+        # ``local``, where given, is the GPU's index in its server (CUDA_VISIBLE_DEVICES).
+        locals_seen: dict[tuple[str, int], str] = {}
+        for g, host in server_of.items():
             local = graph.nodes[g].get("local")
-            return (server_order[server_of[g]], local if isinstance(local, int) else 1 << 30, g)
+            if local is None:
+                continue
+            if isinstance(local, bool) or not isinstance(local, (int, np.integer)) or local < 0:
+                raise InputError(
+                    f"{field_name}.nodes[{g}].local", local, "expected an index >= 0 in its server"
+                )
+            other = locals_seen.setdefault((host, int(local)), g)
+            if other != g:
+                raise InputError(
+                    f"{field_name}.nodes[{g}].local", local, f"GPU {other} of {host} has it too"
+                )
+
+        def gpu_key(g: str) -> tuple[int, int, str]:
+            local = graph.nodes[g].get("local")
+            return (server_order[server_of[g]], 1 << 30 if local is None else int(local), g)
 
         gpu_ids = tuple(sorted(server_of, key=gpu_key))
         gpu_index = {g: i for i, g in enumerate(gpu_ids)}
@@ -447,6 +462,12 @@ def _switch_levels(
         tier = graph.nodes[s].get("tier")
         if tier is not None and not isinstance(tier, str):
             raise InputError(f"{field_name}.nodes[{s}].tier", tier, "expected a tier name")
+        if tier in (NVLINK, SERVER):  # they would take the penalties of the tiers in a server
+            raise InputError(
+                f"{field_name}.nodes[{s}].tier",
+                tier,
+                "names a tier inside a server, not a switch's",
+            )
         if tier is None:
             tier = "cluster" if d == 0 else ("rack" if d == max_depth else f"level{d}")
         if names[d] not in (None, tier):

@@ -73,7 +73,7 @@ import numpy as np
 from palopt.binning import bin_values
 from palopt.errors import InputError, check_fields, check_flag, check_seed
 from palopt.instance import MAX_FACTOR, MIN_FACTOR, Instance, Job, penalty_matrix
-from palopt.io import read_csv, read_json
+from palopt.io import read_csv, read_json, write_text
 from palopt.topology import Topology
 
 __all__ = [
@@ -332,7 +332,7 @@ def _strings(data: Mapping[str, Any], key: str, where: str) -> list[str]:
 
 def save_profile(profile: VariabilityProfile, path: str | Path) -> None:
     """Write a profile file (``palopt.profile/1``, see the module docstring)."""
-    Path(path).write_text(json.dumps(profile.to_dict(), indent=1) + "\n", encoding="utf-8")
+    write_text(path, json.dumps(profile.to_dict(), indent=1) + "\n")
 
 
 def load_profile(path: str | Path) -> VariabilityProfile:

@@ -139,6 +139,9 @@ def test_solve_backend_flag(instance_file, capsys):
         (["--solver", "milp", "--backend", "cbc", "-o", "backend=highs"], "--backend = 'cbc'"),
         (["--solver", "milp", "--backend", "gurobi"], "milp.backend = 'gurobi'"),
         (["--solver", "cpsat", "--backend", "cbc"], "cpsat.backend"),
+        # the flag won over the option without a word; a repeated option's last value did
+        (["--solver", "cpsat", "-o", "time_limit=1", "--time-limit", "3"], "--time-limit = 3.0"),
+        (["--solver", "cpsat", "-o", "gap=0", "-o", "gap=0.1"], "-o gap = 0.1: given twice"),
     ):
         assert main(["solve", str(instance_file), *args]) == 2
         err = capsys.readouterr().err

@@ -441,3 +441,15 @@ def test_every_solver_rejects_bad_arguments(name: str, arg: str, value: object) 
     )
     with pytest.raises(InputError, match=f"{arg} = "):
         get_solver(name).solve(**{"instance": inst, arg: value})  # type: ignore[arg-type]
+
+
+def test_an_unseeded_random_solve_records_the_seed_that_repeats_it() -> None:
+    from palopt import solve
+
+    inst = make([[1.0] * 8], 2, 4, queue=(Job("a", 3, "c0"), Job("b", 2, "c0")))
+    first = solve(inst, "random-nonsticky")
+    seed = first.settings["seed"]  # was None: the placement could not be made again
+    assert isinstance(seed, int) and seed >= 0
+    again = solve(inst, "random-nonsticky", seed=seed)
+    assert again.assignment() == first.assignment()
+    assert_feasible(inst, first.assignment())

@@ -148,6 +148,60 @@ def test_an_output_file_that_is_the_input_is_refused(tmp_path, capsys):
     assert "is an input file" in err
     err = _cli_error(capsys, ["solve", str(path), "--out", str(tmp_path / "no" / "r.json")])
     assert "no such folder" in err
+    # a folder: was found out after the solve, which was lost
+    err = _cli_error(capsys, ["solve", str(path), "--out", str(tmp_path)])
+    assert f"--out = '{tmp_path}': is a folder; give a file name" in err
+    # an output folder under a file: was found out after the simulation
+    under = path / "runs"
+    trace = _write(
+        tmp_path, "job_id,num_gpus,submit_time,duration,model\n0,1,0,60,vgg19\n", "t.csv"
+    )
+    err = _cli_error(
+        capsys,
+        [
+            "simulate",
+            "--trace",
+            str(trace),
+            "--cluster",
+            "1x4",
+            "--correlated",
+            "0.3",
+            "--no-plots",
+            "--out",
+            str(under),
+        ],
+    )
+    assert f"{path} is a file, not a folder" in err
+    err = _cli_error(
+        capsys, ["reproduce", "fig10", "--workloads", "3-1", "--out", str(tmp_path / "r")]
+    )
+    assert "workloads = '3-1': the range 3-1 runs backwards" in err  # was a KeyError traceback
+
+
+def test_a_file_that_cannot_be_written_whole_is_left_as_it_was(tmp_path, artifact_dir, monkeypatch):
+    import palopt.io
+    from palopt.io import write_text
+    from palopt.variability import load_artifact_table, load_profile, save_profile
+
+    path = tmp_path / "p.json"
+    write_text(path, "old\n")
+    with pytest.raises(UnicodeEncodeError):  # fails half-way, as a full disk would
+        write_text(path, "new" + "\ud800")
+    assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["p.json"]
+    # a profile (`profile import --append` rewrites the file it adds to): was cut off
+    profile = load_artifact_table(artifact_dir / "sim-64gpu-cluster.csv")
+    save_profile(profile, path)
+    before = path.read_text()
+
+    def disk_full(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(palopt.io.os, "replace", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        save_profile(profile.select(profile.classes[:1]), path)
+    monkeypatch.undo()
+    assert path.read_text() == before and len(list(tmp_path.iterdir())) == 1
+    assert load_profile(path).classes == profile.classes
 
 
 def test_sizes_that_would_fill_the_memory_are_refused():
@@ -216,6 +270,26 @@ def _edit_node_link(edit):
             "must form a tree",
         ),
         (lambda d: d["nodes"][1].update(tier=5), r"nodes\[r1\].tier = 5: expected a tier name"),
+        # a switch named like a tier inside a server took that tier's penalty (1 for nvlink)
+        (
+            lambda d: [d["nodes"][i].update(tier="nvlink") for i in (1, 2)],
+            r"nodes\[r.\].tier = 'nvlink': names a tier inside a server",
+        ),
+        (
+            lambda d: [d["nodes"][i].update(tier="server") for i in (1, 2)],
+            r"nodes\[r.\].tier = 'server': names a tier inside a server",
+        ),
+        # ``local`` is the GPU's CUDA index in its server, which Slurm output prints as given
+        (
+            lambda d: [d["nodes"][i].update(local=0) for i in (5, 6)],
+            r"nodes\[g1\].local = 0: GPU g0 of s1 has it too",
+        ),
+        (
+            lambda d: d["nodes"][5].update(local=True),
+            r"nodes\[g0\].local = True: expected an index",
+        ),
+        (lambda d: d["nodes"][5].update(local=-1), r"nodes\[g0\].local = -1: expected an index"),
+        (lambda d: d["nodes"][5].update(local="0"), r"nodes\[g0\].local = '0': expected an index"),
         (
             lambda d: d["edges"].append({"source": "g2", "target": "g2", "link": "pcie"}),
             "a node linked to itself",
@@ -244,6 +318,9 @@ def test_the_schema_and_the_loader_agree_on_node_link_keys(tmp_path):
         jsonschema.validate(data, instance_schema())
     with pytest.raises(InputError, match="topology.racks = 2: unknown field"):
         load_instance(_write(tmp_path, json.dumps(data)))
+    data["topology"] = {"shape": "2X2"}  # the loader reads x in either case; the schema too
+    jsonschema.validate(data, instance_schema())
+    assert load_instance(_write(tmp_path, json.dumps(data))).topology.n_gpus == 4
 
 
 TRACE = "job_id,num_gpus,submit_time,duration,model\n"

@@ -70,3 +70,43 @@ def test_sweep_bad_cells_exit_2(tmp_path, artifact_dir, capsys):
     args = ["sweep", str(grid), "--address", "ray://head:10001", "--no-progress"]
     assert main(args) == 2
     assert "--address = 'ray://head:10001': is for --engine ray" in capsys.readouterr().err
+    assert main(["sweep", str(grid), "--engine", "ray", "--workers", "2", "--no-progress"]) == 2
+    assert "--workers = 2: is for --engine local" in capsys.readouterr().err  # was ignored
+
+
+def test_a_sweep_resumes_from_any_folder(tmp_path, artifact_dir, monkeypatch, capsys):
+    import os
+
+    (tmp_path / "g").mkdir()
+    grid = grid_file(tmp_path / "g", artifact_dir, '"packed-sticky"')
+    relative = os.path.relpath(artifact_dir, grid.parent)  # a path the grid's folder resolves
+    grid.write_text(grid.read_text().replace(f'"{artifact_dir}"', f'"{relative}"'))
+    monkeypatch.chdir(tmp_path)
+    assert main(["sweep", "g/grid.toml", "--workers", "1", "--no-progress"]) == 0
+    assert "Average JCT" in capsys.readouterr().out  # the baseline alone: was a KeyError
+    cells = sorted((grid.parent / "out" / "cells").iterdir())
+    stamps = [c.stat().st_mtime_ns for c in cells]
+    monkeypatch.chdir(grid.parent)
+    assert main(["sweep", "grid.toml", "--workers", "1", "--no-progress"]) == 0
+    # was run again: the cells' ids held the data path as seen from the folder run in
+    assert sorted((grid.parent / "out" / "cells").iterdir()) == cells
+    assert [c.stat().st_mtime_ns for c in cells] == stamps
+    table = pd.read_csv(grid.parent / "out" / "results.csv")
+    assert list(table["data"]) == [relative]  # as the grid gives it
+
+
+def test_a_misspelt_baseline_is_refused_before_any_run(tmp_path, artifact_dir, capsys):
+    grid = grid_file(tmp_path, artifact_dir, '"pal"')
+    grid.write_text(grid.read_text().replace('"packed-sticky"', '"packd-sticky"'))
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2  # was 0, no table
+    assert "sweep.baseline = 'packd-sticky': unknown placement; known: " in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_cell_with_two_traces_is_refused(tmp_path, artifact_dir, capsys):
+    grid = grid_file(tmp_path, artifact_dir, '"packed-sticky"')
+    grid.write_text(grid.read_text() + "load = 12\n")  # and workload 1: load was ignored
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2
+    assert "load = 12: a cell takes one of trace, workload and load; also workload" in (
+        capsys.readouterr().err
+    )

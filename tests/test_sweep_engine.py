@@ -124,3 +124,36 @@ def test_a_sweep_without_tqdm_runs_without_a_progress_bar(tmp_path, monkeypatch)
     assert progress_bar(3, "cell") is None
     spec = load_grid(write_grid(tmp_path, GRID))
     assert len(run_sweep(spec, square_cell, workers=1, progress=True)) == 6
+
+
+def slow_unless_negative(cell: dict) -> dict:
+    """Fails at once for negative x; the other cells take a moment, so they are still running."""
+    import time
+
+    if cell["x"] < 0:
+        raise InputError("x", cell["x"], "must be >= 0")
+    time.sleep(0.3)
+    return {"metric": cell["x"]}
+
+
+def test_after_a_bad_cell_the_running_cells_are_kept_and_the_rest_cancelled(tmp_path):
+    body = '[sweep]\nout = "out"\n[grid]\nx = [-1, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n'
+    spec = load_grid(write_grid(tmp_path, body))
+    with pytest.raises(InputError, match="x = -1"):
+        run_sweep(spec, slow_unless_negative, workers=2)
+    stored = sorted((tmp_path / "out" / "cells").glob("*.json"))
+    # the cells the pool had started are stored; the rest were cancelled, not run (was: all
+    # run, none stored)
+    assert 1 <= len(stored) < 9
+    assert not list((tmp_path / "out" / "cells").glob("*.tmp"))
+
+
+def test_a_bad_cell_on_ray_raises_the_cells_own_error(tmp_path):
+    pytest.importorskip("ray")
+    from palopt.sim.experiments import simulate_cell  # (Ray workers import palopt, not tests)
+
+    spec = load_grid(write_grid(tmp_path, '[sweep]\nout = "out"\n[grid]\nplacment = ["pal"]\n'))
+    with pytest.raises(InputError) as caught:  # was Ray's wrapper, its traceback in the message
+        run_sweep(spec, simulate_cell, engine="ray")
+    assert str(caught.value).startswith("cell.placment = 'pal': unknown parameter")
+    assert "\n" not in str(caught.value)

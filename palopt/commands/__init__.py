@@ -35,7 +35,8 @@ def image_path(text: str) -> Path:
 
 
 def check_output(out: Path | None, inputs: Iterable[Path | None], flag: str) -> None:
-    """Refuse, before any work, an output file that is one of the inputs or has no folder.
+    """Refuse, before any work, an output file that is one of the inputs, is a folder or has no
+    folder.
 
     Raises
     ------
@@ -55,8 +56,36 @@ def check_output(out: Path | None, inputs: Iterable[Path | None], flag: str) -> 
         return
     if out.exists() and any(p is not None and p.exists() and out.samefile(p) for p in inputs):
         raise InputError(flag, str(out), "is an input file; it would be overwritten")
+    if out.is_dir():
+        raise InputError(flag, str(out), "is a folder; give a file name")
     if not out.parent.is_dir():
         raise InputError(flag, str(out), "no such folder")
+
+
+def check_folder(out: Path | None, flag: str) -> None:
+    """Refuse, before any work, an output folder that is a file or lies under one.
+
+    Raises
+    ------
+    InputError
+        Naming ``flag`` and the path.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.NamedTemporaryFile(suffix=".json") as f:
+    ...     check_folder(Path(f.name) / "runs", "--out")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: --out = '...runs': ...json is a file, not a folder
+    """
+    if out is None:
+        return
+    existing = out
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing.exists() and not existing.is_dir():
+        raise InputError(flag, str(out), f"{existing} is a file, not a folder")
 
 
 def require_plotting(flag: str) -> None:

@@ -9,9 +9,9 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from palopt.commands import require_plotting
+from palopt.commands import check_folder, require_plotting
 from palopt.errors import InputError
-from palopt.io import data_dir
+from palopt.io import data_dir, write_text
 from palopt.sim.engine import SimConfig, Simulator
 from palopt.sim.experiments import (
     fig10_sweep,
@@ -198,6 +198,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Run one simulation and write its outputs."""
+    check_folder(args.out, "--out")
     if args.out and not args.no_plots:
         require_plotting("--no-plots")
     cfg = _config(
@@ -259,13 +260,15 @@ def _int_list(text: str, field: str, allowed: range) -> list[int]:
     expanded)."""
     out: list[int] = []
     for part in text.split(","):
-        lo, _, hi = part.partition("-")
+        lo, dash, hi = part.partition("-")
         try:
-            first, last = int(lo), int(hi or lo)
+            first, last = int(lo), int(hi if dash else lo)
         except ValueError:
             raise InputError(field, text, "expected numbers like 1-8 or 1,3,6") from None
         if first not in allowed or last not in allowed:
             raise InputError(field, text, f"{field} are {allowed[0]} to {allowed[-1]}")
+        if first > last:
+            raise InputError(field, text, f"the range {part} runs backwards")
         out.extend(range(first, last + 1))
     return out
 
@@ -287,6 +290,7 @@ def _model_name(args: argparse.Namespace) -> str:
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
     """Run a paper experiment (resumably, see :mod:`palopt.sweep`) and print its table."""
+    check_folder(args.out, "--out")
     if not args.no_plots:
         require_plotting("--no-plots")
     if args.data is None:
@@ -343,7 +347,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
                 f"{head}: avg JCT normalised to {base}",
             )
     text = "\n\n".join(texts)
-    (args.out / f"{stem}.txt").write_text(text + "\n", encoding="utf-8")
+    write_text(args.out / f"{stem}.txt", text + "\n")
     print(text)
     print(
         f"\nwrote {args.out}/{stem}-runs.csv, {stem}.txt{'' if args.no_plots else ' and plots'} "

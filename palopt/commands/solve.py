@@ -13,7 +13,7 @@ from palopt.cost import assert_feasible
 from palopt.errors import InputError
 from palopt.export import format_slurm
 from palopt.instance import Instance
-from palopt.io import instance_schema, load_instance
+from palopt.io import instance_schema, load_instance, write_text
 from palopt.result import PlacementResult
 from palopt.solvers import get_solver, list_solvers
 from palopt.solvers.exact.runner import DEFAULT_TIME_LIMIT
@@ -121,9 +121,16 @@ def cmd_solve(args: argparse.Namespace) -> int:
     check_output(args.out, [args.instance], "--out")
     instance = load_instance(args.instance)
     options = dict(args.option)
+    if len(options) < len(args.option):
+        key = next(k for i, (k, _) in enumerate(args.option) if k in dict(args.option[:i]))
+        raise InputError(f"-o {key}", options[key], "given twice")
+    for flag, key, value in (
+        ("--backend", "backend", args.backend),
+        ("--time-limit", "time_limit", args.time_limit),  # (passed to solve, not an option)
+    ):
+        if value is not None and options.get(key, value) != value:
+            raise InputError(flag, value, f"-o {key}={options[key]} differs")
     if args.backend is not None:
-        if options.get("backend", args.backend) != args.backend:
-            raise InputError("--backend", args.backend, f"-o backend={options['backend']} differs")
         options["backend"] = args.backend
     solver = get_solver(args.solver, **options)
     result = solver.solve(instance, time_limit=args.time_limit, seed=args.seed)
@@ -136,7 +143,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     else:
         text = format_result(instance, result)
     if args.out:
-        args.out.write_text(as_json + "\n", encoding="utf-8")
+        write_text(args.out, as_json + "\n")
     print(text)
     return 0
 

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from palopt.errors import InputError
+from palopt.io import write_text
 from palopt.sim.experiments import BASELINES, format_tables, improvement_table, simulate_cell
-from palopt.sweep import SweepSpec, load_grid, run_sweep
+from palopt.solvers import list_solvers
+from palopt.sweep import load_grid, run_sweep
 
 #: Cell parameters that name files; relative ones are taken from the grid file's folder.
 PATH_KEYS = ("data", "trace", "profile")
@@ -40,30 +42,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_sweep)
 
 
-def _resolve(value: Any, base: Path) -> Any:
-    if isinstance(value, str) and not Path(value).is_absolute():
-        return str(base / value)
-    return value
-
-
-def resolve_paths(spec: SweepSpec, base: Path) -> SweepSpec:
-    """The spec with relative file parameters (:data:`PATH_KEYS`) made relative to ``base``."""
-    grid = {
-        k: tuple(_resolve(v, base) for v in vs) if k in PATH_KEYS else vs
-        for k, vs in spec.grid.items()
-    }
-    fixed = {k: _resolve(v, base) if k in PATH_KEYS else v for k, v in spec.fixed.items()}
-    return replace(spec, grid=grid, fixed=fixed)
+def simulate_from(base: Path, cell: dict[str, Any]) -> dict[str, Any]:
+    """:func:`~palopt.sim.experiments.simulate_cell` with the cell's relative file parameters
+    (:data:`PATH_KEYS`) read from ``base``, the grid file's folder. The cells keep the paths as
+    the grid writes them, so a cell's id, and whether it is done, do not depend on the folder
+    the sweep runs from."""
+    return simulate_cell(
+        {k: str(base / v) if k in PATH_KEYS and isinstance(v, str) else v for k, v in cell.items()}
+    )
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
     """Run a sweep and print its summary."""
     if args.address is not None and args.engine != "ray":
         raise InputError("--address", args.address, "is for --engine ray")
-    spec = resolve_paths(load_grid(args.grid), args.grid.parent)
+    if args.workers is not None and args.engine == "ray":  # Ray places the cells itself
+        raise InputError("--workers", args.workers, "is for --engine local")
+    spec = load_grid(args.grid)
+    known = [s.name for s in list_solvers()]
+    if spec.baseline is not None and spec.baseline not in known:  # a typo: no table at the end
+        raise InputError(
+            f"{args.grid}: sweep.baseline",
+            spec.baseline,
+            f"unknown placement; known: {', '.join(known)}",
+        )
     table = run_sweep(
         spec,
-        simulate_cell,
+        partial(simulate_from, args.grid.parent.resolve()),
         engine=args.engine,
         workers=args.workers,
         address=args.address,
@@ -82,6 +87,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     jct, gains = improvement_table(table.to_dict("records"), "cell", baselines)
     label = "/".join(axes) if axes else "cell"
     text = format_tables(jct, gains, "cell").replace("by cell", f"by {label}")
-    (spec.out / "summary.txt").write_text(text + "\n", encoding="utf-8")
+    write_text(spec.out / "summary.txt", text + "\n")
     print(text)
     return 0

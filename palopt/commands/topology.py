@@ -13,7 +13,7 @@ from palopt.hostlist import expand_hostlist
 from palopt.importers.assemble import assemble_topology
 from palopt.importers.nvidia_smi import GpuMatrix, read_nvidia_smi
 from palopt.importers.slurm import read_topology_conf
-from palopt.io import FORMAT, read_json, topology_from_spec
+from palopt.io import FORMAT, read_json, topology_from_spec, write_text
 from palopt.topology import Topology
 from palopt.topology_view import draw, summarize
 
@@ -118,7 +118,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     topo = build_from_files(args.slurm, args.nvidia_smi, args.server)
     text = json.dumps(topo.to_node_link(), indent=1) + "\n"
     if args.out:
-        args.out.write_text(text, encoding="utf-8")
+        write_text(args.out, text)
         print(
             f"{args.out}: {topo.n_gpus} GPUs on {topo.n_servers} servers, tiers "
             f"{' < '.join(topo.tiers)}"

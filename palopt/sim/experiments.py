@@ -96,6 +96,13 @@ def _trace(path: str) -> tuple[TraceJob, ...]:
 
 
 def _cell_trace(cell: Mapping[str, Any], data: Path | None, n_gpus: int) -> tuple[TraceJob, ...]:
+    given = [k for k in ("trace", "workload", "load") if cell[k] is not None]
+    if len(given) > 1:  # one would be ignored without a word
+        raise InputError(
+            given[1],
+            cell[given[1]],
+            f"a cell takes one of trace, workload and load; also {given[0]}",
+        )
     if cell["trace"] is not None:
         return _trace(str(cell["trace"]))
     if data is None:
@@ -270,6 +277,8 @@ def format_tables(jct: pd.DataFrame, gains: pd.DataFrame, by: str) -> str:
     """The paper-style text table: average JCTs, the improvement over each baseline per
     ``by`` value, and its geomean, min and max."""
     lines = [f"Average JCT (hours) by {by}", jct.to_string(float_format=lambda v: f"{v:.3f}"), ""]
+    if gains.empty:  # the baselines alone ran: nothing to compare with them
+        return "\n".join(lines[:-1])
     for base in gains["baseline"].unique():
         gain = 1.0 - jct.drop(columns=base).div(jct[base], axis=0)
         lines += [

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from palopt.io import write_text
 from palopt.sim.engine import DONE, SimResult
 
 __all__ = ["summary", "job_table", "round_table", "write_outputs", "format_summary", "plot_run"]
@@ -155,7 +156,7 @@ def write_outputs(
         s["settings"] = meta
     job_table(res).to_csv(out / "jobs.csv", index=False)
     round_table(res).to_csv(out / "rounds.csv", index=False)
-    (out / "summary.json").write_text(json.dumps(s, indent=1) + "\n", encoding="utf-8")
+    write_text(out / "summary.json", json.dumps(s, indent=1) + "\n")
     if plots:
         plot_run(res, out)
     return s

@@ -489,9 +489,12 @@ class HeuristicSolver:
         self, instance: Instance, *, time_limit: float | None = None, seed: int | None = None
     ) -> PlacementResult:
         """Place the queue. ``time_limit`` is checked, then ignored (heuristics take
-        milliseconds)."""
+        milliseconds). The random solvers without a ``seed`` draw one from the operating system
+        and record it in ``settings["seed"]``, so the placement can be made again."""
         started = time.perf_counter()
         seed = check_arguments(instance, time_limit, seed)
+        if seed is None and self.policy == "random":  # drawn here, so the result records it
+            seed = int(np.random.default_rng().integers(2**63))
         rng = np.random.default_rng(seed)
         fixed = self.variant == "fixed"
         if self.sticky:
