@@ -63,21 +63,13 @@ def check_output(out: Path | None, inputs: Iterable[Path | None], flag: str) -> 
 
 
 def check_folder(out: Path | None, flag: str) -> None:
-    """Refuse, before any work, an output folder that is a file or lies under one.
+    """Refuse, before any work, an output folder that is a file or lies under one (an
+    :class:`InputError` naming ``flag`` and the path); a folder still to be made is fine.
 
-    Raises
-    ------
-    InputError
-        Naming ``flag`` and the path.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> with tempfile.NamedTemporaryFile(suffix=".json") as f:
-    ...     check_folder(Path(f.name) / "runs", "--out")
+    >>> check_folder(Path(__file__) / "runs", "--out")
     Traceback (most recent call last):
     ...
-    palopt.errors.InputError: --out = '...runs': ...json is a file, not a folder
+    palopt.errors.InputError: --out = '...runs': ...__init__.py is a file, not a folder
     """
     if out is None:
         return
