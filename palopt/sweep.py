@@ -299,5 +299,5 @@ def collect(spec: SweepSpec, cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame
     if spec.format == "parquet":
         table.to_parquet(spec.out / "results.parquet", index=False)
     else:
-        table.to_csv(spec.out / "results.csv", index=False)
+        write_text(spec.out / "results.csv", table.to_csv(index=False))
     return table

@@ -610,6 +610,8 @@ def parse_shape(shape: str) -> Topology:
     if not isinstance(shape, str) or not re.fullmatch(r"[0-9]+(x[0-9]+){1,2}", shape.lower()):
         raise InputError("cluster", shape, "expected SERVERSxGPUS or RACKSxSERVERSxGPUS")
     nums = [int(p) for p in shape.lower().split("x")]
+    if min(nums) < 1:
+        raise InputError("cluster", shape, "every count must be a positive integer")
     if len(nums) == 2:  # one rack
         nums.insert(0, 1)
     return build_cluster(*nums)

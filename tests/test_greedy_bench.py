@@ -274,6 +274,13 @@ def test_bench_refuses_a_family_or_solver_given_twice(
     assert message in capsys.readouterr().err
 
 
+def test_the_table_says_where_exact_solvers_did_not_run(tmp_path: Path, capsys) -> None:
+    args = ["bench", "--quick", "--seeds", "1", "--loads", "1", "--solvers", "greedy,cpsat"]
+    assert main([*args, "--exact-max-gpus", "16", "--out", str(tmp_path), "--no-plot"]) == 0
+    out = capsys.readouterr().out  # the 64-GPU rows had no cpsat row, and no word on why
+    assert "cpsat: run up to 16 GPUs (--exact-max-gpus)" in out
+
+
 def test_bench_refuses_exact_solvers_alone_on_rounds_they_skip(
     capsys: pytest.CaptureFixture,
 ) -> None:

@@ -223,6 +223,13 @@ def test_a_shape_is_digits_and_x_only(shape):
     assert parse_shape("8X4").n_gpus == 32
 
 
+@pytest.mark.parametrize("shape", ["0x4", "8x0", "0x8x4"])
+def test_a_shape_count_of_zero_names_the_shape(shape):
+    # was named by build_cluster's parameter (servers_per_rack = 0), not by the option
+    with pytest.raises(InputError, match=f"cluster = '{shape}': every count must be a positive"):
+        parse_shape(shape)
+
+
 def _node_link() -> dict:
     return {
         "nodes": [

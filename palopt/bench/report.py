@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 from collections import defaultdict
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 import numpy as np
 
 from palopt.bench.runner import Row
+from palopt.io import write_text
 from palopt.result import Status
 
 __all__ = ["summarise", "format_table", "write_csv", "plot_gaps"]
@@ -93,14 +95,13 @@ def format_table(summary: list[dict[str, Any]]) -> str:
 
 
 def write_csv(path: Path, records: list[dict[str, Any]]) -> None:
-    """Write dict records (all with the same keys) as CSV."""
-    if not records:
-        path.write_text("", encoding="utf-8")
-        return
-    with path.open("w", newline="", encoding="utf-8") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(records[0]))
+    """Write dict records (all with the same keys) as CSV (whole or not at all)."""
+    text = io.StringIO()
+    if records:
+        writer = csv.DictWriter(text, fieldnames=list(records[0]))
         writer.writeheader()
         writer.writerows(records)
+    write_text(path, text.getvalue())
 
 
 def plot_gaps(path: Path, summary: list[dict[str, Any]]) -> None:

@@ -196,6 +196,12 @@ def cmd_bench(args: argparse.Namespace) -> int:
     summary = summarise(rows)
     write_csv(args.out / "summary.csv", summary)
     print(format_table(summary))
+    exact = [s.label for s in solvers if s.exact]
+    if exact and max(sizes) > args.exact_max_gpus:
+        print(
+            f"{', '.join(exact)}: run up to {args.exact_max_gpus} GPUs (--exact-max-gpus); "
+            "larger rounds are measured against bounds only"
+        )
     if not args.no_plot:
         plot_gaps(args.out / "gaps.png", summary)
     print(

@@ -331,7 +331,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         )
         by, group = "load", "scheduler"
     table = run_sweep(spec, simulate_cell, workers=args.workers, progress=not args.no_progress)
-    table.to_csv(args.out / f"{stem}-runs.csv", index=False)
+    write_text(args.out / f"{stem}-runs.csv", table.to_csv(index=False))
     texts = []
     groups = [(None, table)] if group is None else list(table.groupby(group, sort=False))
     for name, part in groups:

@@ -154,8 +154,8 @@ def write_outputs(
     s = summary(res)
     if meta:
         s["settings"] = meta
-    job_table(res).to_csv(out / "jobs.csv", index=False)
-    round_table(res).to_csv(out / "rounds.csv", index=False)
+    write_text(out / "jobs.csv", job_table(res).to_csv(index=False))
+    write_text(out / "rounds.csv", round_table(res).to_csv(index=False))
     write_text(out / "summary.json", json.dumps(s, indent=1) + "\n")
     if plots:
         plot_run(res, out)
