@@ -186,7 +186,7 @@ def instance_from_dict(data: Any) -> Instance:
     >>> instance_from_dict({"format": "palopt.instance/1", "topology": {"shape": "2x0"}})
     Traceback (most recent call last):
     ...
-    palopt.errors.InputError: topology.shape = '2x0': must be a positive integer
+    palopt.errors.InputError: topology.shape = '2x0': every count must be a positive integer
     """
     if not isinstance(data, Mapping):
         raise InputError("instance", type(data).__name__, "expected a JSON object")
