@@ -22,7 +22,8 @@ from palopt.sim import (
     summary,
     synthetic_trace,
 )
-from palopt.sim.engine import DONE, RUNNING
+from palopt.sim.engine import DONE, RUNNING, SimulationStalled
+from palopt.solvers.base import build_result
 from palopt.topology import build_cluster
 
 
@@ -113,11 +114,12 @@ def test_per_tier_penalties():
     assert finish(res, "c") == 200.0  # 50 iterations per round
 
 
-@pytest.mark.parametrize("restart", [20, 150, 250])
+@pytest.mark.parametrize("restart", [20, 150, 250, 1500])
 def test_a_restart_longer_than_a_round_is_charged_whole(restart):
     # As below, exact completion: a has 200 iterations left when it resumes at 200 s; the
     # restart takes `restart` seconds, spread over as many rounds as it lasts (it used to stop
-    # at one round: 150 and 250 s both gave 500 s).
+    # at one round: 150 and 250 s both gave 500 s). 1500 s: 15 rounds without progress, which
+    # the stall guard allows (10 rounds, plus those a restart spans).
     topo = build_cluster(1, 1, 2)
     trace = [job("a", 2, 0, 300), job("b", 2, 50, 100)]
     cfg = SimConfig(round_s=100, restart_cost_s=restart, completion="exact", check=True)
@@ -164,6 +166,37 @@ def test_las_preempts_and_restart_cost():
         topo, flat(2), trace, "packed-sticky", "fifo", SimConfig(round_s=100, check=True)
     )
     assert (finish(res, "a"), finish(res, "b")) == (300.0, 400.0)
+
+
+def test_preemptions_faster_than_the_restart_cost_stall():
+    # Two jobs of one server's 4 GPUs with equal service: LAS swaps them every round. With a
+    # restart cost of a round or more, neither ever gains an iteration again; the run used to
+    # loop for ever (the stall guard counted only rounds with nothing running).
+    topo = build_cluster(1, 1, 4)
+    trace = [job("a", 4, 0, 300), job("b", 4, 0, 300)]
+    cfg = SimConfig(round_s=100, restart_cost_s=150, completion="exact")
+    with pytest.raises(SimulationStalled, match="restart cost") as err:
+        simulate(topo, flat(4), trace, "packed-sticky", "las", cfg)
+    assert "for 13 rounds" in str(err.value)  # 10, plus the 2 rounds a restart spans, then 1
+    # Just under a round, each resume gains an iteration, and both jobs finish.
+    cfg = SimConfig(round_s=100, restart_cost_s=99, completion="exact")
+    res = simulate(topo, flat(4), trace, "packed-sticky", "las", cfg)
+    assert (finish(res, "a"), finish(res, "b")) == (40100.0, 40200.0)
+
+
+class _PlacesNothing:
+    name = "nothing"
+
+    def solve(self, instance, *, time_limit=None, seed=None):
+        return build_result(instance, self.name, {}, {}, 0.0)
+
+
+def test_a_job_no_solver_places_stalls():
+    topo = build_cluster(1, 1, 4)
+    cfg = SimConfig(round_s=100, max_idle_rounds=3)
+    with pytest.raises(SimulationStalled, match="cannot be placed") as err:
+        simulate(topo, flat(4), [job("a", 1, 0, 100)], _PlacesNothing(), "fifo", cfg)
+    assert "for 4 rounds at t=300s (0 running, 1 waiting, solver nothing" in str(err.value)
 
 
 def test_backfill():
@@ -420,6 +453,33 @@ def test_skipping_rounds_changes_nothing(solver, policy):
     assert fast.jobs.preemptions.tolist() == full.jobs.preemptions.tolist()
     assert len(fast.rounds) == len(full.rounds)
     assert sum(r.solved for r in fast.rounds) <= sum(r.solved for r in full.rounds)
+
+
+def test_shortcuts_stop_with_the_last_tracked_job():
+    # An untracked job outlasts the tracked one: with shortcuts the run went on fast-forwarding
+    # it after the tracked job was done (99 rounds recorded instead of 2).
+    topo = build_cluster(1, 1, 4)
+    trace = [job("a", 1, 0, 100), TraceJob("b", 1, 0.0, 10_000.0, "m", "A", 1.0, False)]
+    runs = [
+        Simulator(topo, flat(4), trace, "packed-sticky", "fifo", SimConfig(100, shortcuts=on))
+        for on in (True, False)
+    ]
+    fast, full = (sim.run() for sim in runs)
+    assert len(fast.rounds) == len(full.rounds) == 2 and runs[0].time == runs[1].time == 200
+    assert fast.jobs.iters_done.tolist() == full.jobs.iters_done.tolist() == [100.0, 100.0]
+
+
+@pytest.mark.parametrize("busy", [True, False])
+def test_rounds_start_at_multiples_of_the_round_length(busy):
+    # R = 0.1 s is not exact in binary: the clock added R each round and read 0.9999999999999999
+    # at round 10, so a job submitted at 1.0 started a round late on a busy cluster (stepping),
+    # and on time on an empty one (skipping ahead).
+    topo = build_cluster(1, 1, 4)
+    trace = [job("a", 1, 0, 100)] * busy + [job("b", 1, 1.0, 0.05)]
+    res = simulate(topo, flat(4), trace, "packed-sticky", "fifo", SimConfig(0.1, shortcuts=False))
+    k = [j.id for j in res.jobs.jobs].index("b")
+    assert res.jobs.first_start[k] == 1.0
+    assert [r.time for r in res.rounds] == [r.round * 0.1 for r in res.rounds]
 
 
 def test_fig13_trace_tracks_the_middle():

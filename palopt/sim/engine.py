@@ -67,7 +67,8 @@ WAITING, RUNNING, DONE = 1, 2, 3
 
 
 class SimulationStalled(PaloptError):
-    """The simulation made no progress for too long (a job that can never be placed)."""
+    """The simulation made no progress for too long (a job that can never be placed, or jobs
+    preempted before their restart cost is paid)."""
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,8 @@ class SimConfig:
     restart_cost_s : float
         Seconds of a round lost by a job that resumes after a preemption or migrates.
     backfill : bool
-        After placement, let later waiting jobs use GPUs a blocked job could not use.
+        After placement, let the jobs behind a blocked one (waiting or running) use GPUs it
+        could not use.
     extra_jobs : bool
         Compat: feed untracked jobs after the trace (the trace repeated, Poisson arrivals at
         ``extra_rate`` jobs per hour), as the artifact does. Results count tracked jobs only.
@@ -106,8 +108,11 @@ class SimConfig:
     check : bool
         Check every placement with :func:`palopt.cost.assert_feasible`.
     max_idle_rounds : int
-        Raise :class:`SimulationStalled` after this many rounds with waiting jobs and nothing
-        running and no arrival to come.
+        Raise :class:`SimulationStalled` after this many rounds in which no job gains an
+        iteration (plus the rounds one restart cost spans): rounds with waiting jobs, nothing
+        running and no arrival to come, or with every running job paying its restart cost (a
+        policy that swaps jobs every round, such as LAS between jobs of equal service, with a
+        restart cost of a round or more, would otherwise loop for ever).
     """
 
     round_s: float = 360.0
@@ -340,7 +345,8 @@ class Simulator:
         self._job_obj: dict[int, Job] = {}
         self._last_order: tuple[int, ...] | None = None
         self._dirty = True
-        self._idle_rounds = 0
+        self._idle_rounds = 0  # rounds in a row in which no job gained an iteration
+        self._progressed = False  # whether the last round's running jobs gained iterations
         self.rounds: list[RoundRecord] = []
         self._started = _time.perf_counter()
         self._tracked_left = int(self.jobs.tracked.sum())
@@ -374,10 +380,12 @@ class Simulator:
         run = np.flatnonzero(jt.status == RUNNING)
         waiting = np.flatnonzero(jt.status == WAITING)
         jt.waited_s[waiting] += R
+        self._progressed = False
         if len(run) == 0:
             return 0
         iter_time = jt.cost[run] * jt.base[run]
         usable = np.maximum(R - jt.lost_s[run], 0.0)
+        self._progressed = bool(usable.any())
         jt.lost_s[run] = np.maximum(jt.lost_s[run] - R, 0.0)  # a restart may outlast a round
         before = jt.iters_done[run]
         jt.iters_done[run] = before + usable / iter_time
@@ -568,7 +576,7 @@ class Simulator:
         RoundRecord
             The state after this round's placement.
         """
-        cfg, jt = self.config, self.jobs
+        cfg, jt, R = self.config, self.jobs, self.config.round_s
         completed = self._account_progress()
         arrived = self._admit()
         order = self.policy.order(np.asarray(self.active, dtype=np.int64), jt)
@@ -606,17 +614,25 @@ class Simulator:
             solve_time,
         )
         self.rounds.append(record)
-        if running == 0 and waiting and self._next_arrival >= len(jt) and not cfg.extra_jobs:
+        to_come = self._next_arrival < len(jt) or cfg.extra_jobs
+        if self.active and not self._progressed and (running or not to_come):
             self._idle_rounds += 1
-            if self._idle_rounds > cfg.max_idle_rounds:
+            if self._idle_rounds > cfg.max_idle_rounds + math.ceil(cfg.restart_cost_s / R):
+                cause = (
+                    f"every running job is paying its {cfg.restart_cost_s:g} s restart cost: "
+                    "the policy preempts each job before its restart cost is paid"
+                    if running
+                    else "the waiting jobs cannot be placed"
+                )
                 raise SimulationStalled(
-                    f"no job can be placed for {cfg.max_idle_rounds} rounds at t={self.time:g}s "
-                    f"({waiting} waiting, solver {self.solver_name})"
+                    f"no job has gained an iteration for {self._idle_rounds} rounds at "
+                    f"t={self.time:g}s ({running} running, {waiting} waiting, solver "
+                    f"{self.solver_name}, policy {self.policy.name}): {cause}"
                 )
         else:
             self._idle_rounds = 0
         self.round += 1
-        self.time += cfg.round_s
+        self.time = self.round * R
         if not self.active and not self.finished:
             self._skip_to_next_arrival()
         return record
@@ -632,6 +648,7 @@ class Simulator:
         cfg, jt, R = self.config, self.jobs, self.config.round_s
         if (
             self._dirty
+            or self.finished
             or not cfg.shortcuts
             or not self.reusable
             or not self.rounds
@@ -646,7 +663,7 @@ class Simulator:
             self._add_extra()
         skip = np.inf
         if self._next_arrival < len(jt):
-            skip = (math.ceil(jt.submit[self._next_arrival] / R) * R - self.time) / R
+            skip = math.ceil(jt.submit[self._next_arrival] / R) - self.round
         inc = R / (jt.cost[run] * jt.base[run])
         rounds_left = np.ceil((jt.iters_total[run] - jt.iters_done[run]) / inc)
         skip = int(min(skip, rounds_left.min() - 2))
@@ -664,7 +681,7 @@ class Simulator:
             self.rounds.append(
                 RoundRecord(
                     self.round + k,
-                    self.time + k * R,
+                    (self.round + k) * R,
                     last.busy_gpus,
                     last.running,
                     last.waiting,
@@ -678,18 +695,17 @@ class Simulator:
                 )
             )
         self.round += skip
-        self.time += skip * R
+        self.time = self.round * R
 
     def _skip_to_next_arrival(self) -> None:
         """Jump over empty rounds (nothing running or waiting) to the next arrival's round."""
         jt, R = self.jobs, self.config.round_s
         if self._next_arrival >= len(jt):
             return
-        target = math.ceil(jt.submit[self._next_arrival] / R) * R
-        if target > self.time:
-            skipped = int(round((target - self.time) / R))
-            self.round += skipped
-            self.time = target
+        target = math.ceil(jt.submit[self._next_arrival] / R)
+        if target > self.round:
+            self.round = target
+            self.time = target * R
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Step until every tracked job has completed.
