@@ -35,7 +35,22 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser with every command group registered."""
+    """The argument parser with every command group registered.
+
+    Returns
+    -------
+    argparse.ArgumentParser
+        The ``palopt`` parser: a ``-v``/``--verbose`` count, and one sub-command per command of
+        :data:`COMMAND_MODULES`. Parsed arguments name the command in ``command`` and hold the
+        function that runs it in ``func``. On bad arguments it prints the usage and the error
+        to stderr and exits with code 2.
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["-v", "topology", "show", "cluster.json"])
+    >>> args.verbose, args.command, args.topology_command, args.file.name
+    (1, 'topology', 'show', 'cluster.json')
+    """
     parser = _Parser(
         prog="palopt", description="Place ML jobs on GPU clusters: solve, simulate, benchmark."
     )
@@ -47,7 +62,42 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input)."""
+    """Run the CLI; returns the exit code (0 ok, 1 failure, 2 bad input).
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The arguments after the program name (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        The command's exit code; 2 after an input error (:class:`~palopt.errors.PaloptError`,
+        ``OSError`` or ``ImportError``, printed as one line on stderr), 0 if the reader of the
+        output went away, 130 on Ctrl-C. Arguments the parser rejects (and ``--help``) end in
+        ``SystemExit`` instead, with code 2 (0 for ``--help``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from palopt.io import write_text
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/cluster.json", '{"shape": "2x2"}')
+    ...     main(["topology", "show", f"{folder}/cluster.json"])
+    ...     main(["topology", "show", f"{folder}/missing.json"])  # the error goes to stderr
+    4 GPUs on 2 servers, 2 switches; tiers server < rack < cluster
+    tier      groups  GPUs per group (x number of groups)
+    server         2  2 (x2)
+    rack           1  4
+    cluster        1  4
+    servers:
+      server[0-1]  2 GPUs each, PCIe only
+    switches:
+      cluster 1: cluster
+      rack    1: rack0
+    0
+    2
+    """
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(

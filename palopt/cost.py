@@ -263,6 +263,12 @@ def assert_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]])
     """Raise if the assignment breaks a placement rule (see :func:`check_feasible`, which takes
     the same parameters).
 
+    Parameters
+    ----------
+    instance : Instance
+    assignment : mapping
+        Job id -> dense GPU indices; an empty list means not placed.
+
     Raises
     ------
     InfeasiblePlacementError
@@ -288,7 +294,37 @@ def assert_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]])
 def job_placement(
     instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray | None, reason: str | None = None
 ) -> JobPlacement:
-    """The :class:`JobPlacement` record for ``job`` placed on ``gpus`` (or not placed)."""
+    """The :class:`JobPlacement` record for ``job`` placed on ``gpus`` (or not placed).
+
+    Parameters
+    ----------
+    instance : Instance
+    job : Job
+        A job of ``instance``'s classes.
+    gpus : sequence of int, or None
+        Dense GPU indices, in any order; ``None`` or empty if the job is not placed.
+    reason : str, optional
+        Why the job is not placed (default ``"not placed"``); ignored if it is placed.
+
+    Returns
+    -------
+    JobPlacement
+        If placed: the GPUs sorted, action ``start`` (``keep`` for a running job on exactly its
+        current GPUs, else ``migrate``), and the cost with its parts (see :func:`job_cost`).
+        If not: no GPUs, action ``wait`` (``preempt`` for a running job) and the reason.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 2, "A"),))
+    >>> p = job_placement(inst, inst.queue[0], [2, 1])
+    >>> p.gpus, p.action, p.cost, p.slowdown, p.tier, p.penalty
+    ((1, 2), 'start', 2.6, 1.3, 'rack', 2.0)
+    >>> job_placement(inst, inst.queue[0], None, "no room").reason
+    'no room'
+    """
     return job_placements(instance, [job], [gpus], [reason])[0]
 
 
@@ -312,6 +348,17 @@ def job_placements(
     Returns
     -------
     list of JobPlacement
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]),
+    ...                 (Job("a", 2, "A"), Job("b", 1, "A", current_gpus=(1,))))
+    >>> out = job_placements(inst, inst.queue, [[3, 2], None], [None, "no room"])
+    >>> [(p.job_id, p.gpus, p.action, p.cost, p.reason) for p in out]
+    [('a', (2, 3), 'start', 1.0, None), ('b', (), 'preempt', None, 'no room')]
     """
     placed: list[int] = []
     sets: list[Sequence[int] | np.ndarray] = []

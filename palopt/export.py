@@ -122,6 +122,25 @@ def local_index(topology: Topology, gpu: int) -> int:
     These are physical indices (``nvidia-smi`` numbering; CUDA uses it with
     ``CUDA_DEVICE_ORDER=PCI_BUS_ID``): apply them where devices are not renumbered, e.g. on whole
     nodes, not inside a Slurm step whose cgroup already hides the other GPUs.
+
+    Parameters
+    ----------
+    topology : Topology
+    gpu : int
+        A dense GPU index of ``topology``.
+
+    Returns
+    -------
+    int
+        The GPU's ``local`` attribute if it has one, else its position among its server's
+        GPUs (from 0).
+
+    Examples
+    --------
+    >>> from palopt import build_cluster
+    >>> topo = build_cluster(1, 2, 2)  # gpu0, gpu1 on server0; gpu2, gpu3 on server1
+    >>> [local_index(topo, g) for g in range(topo.n_gpus)]
+    [0, 1, 0, 1]
     """
     local = topology.graph.nodes[topology.gpu_ids[gpu]].get("local")  # checked by the Topology
     if local is not None:
@@ -131,6 +150,17 @@ def local_index(topology: Topology, gpu: int) -> int:
 
 def slurm_allocations(result: PlacementResult, instance: Instance) -> list[SlurmAllocation]:
     """The placed jobs of ``result`` as node lists and per-node ``CUDA_VISIBLE_DEVICES``.
+
+    Parameters
+    ----------
+    result : PlacementResult
+    instance : Instance
+        The instance that was solved (for server names and the GPUs' local indices).
+
+    Returns
+    -------
+    list of SlurmAllocation
+        One per placed job, in queue order; unplaced jobs are left out.
 
     Raises
     ------
@@ -171,6 +201,18 @@ devices=(('server0', '0,1'), ('server1', '0,1')))]
 def format_slurm(result: PlacementResult, instance: Instance) -> str:
     """Tab-separated lines ``job, action, nodelist, server=CUDA_VISIBLE_DEVICES;...`` per placed
     job, after a ``#`` header; unplaced jobs follow as ``#`` comments with the reason.
+
+    Parameters
+    ----------
+    result : PlacementResult
+    instance : Instance
+        The instance that was solved (for server names and the GPUs' local indices).
+
+    Returns
+    -------
+    str
+        The lines joined by newlines, with no newline at the end. The devices of a placed job
+        are ``server=devices`` pairs joined by ``;``, as in :func:`slurm_allocations`.
 
     Raises
     ------

@@ -195,7 +195,30 @@ MAX_ROUND = 1e305
 
 def require_factors(values: np.ndarray, field: Callable[[int, int], str]) -> None:
     """Raise :class:`InputError` for the first entry of a 2-D array that is not a finite number
-    from :data:`MIN_FACTOR` to :data:`MAX_FACTOR`; ``field(row, column)`` names it."""
+    from :data:`MIN_FACTOR` to :data:`MAX_FACTOR`; ``field(row, column)`` names it.
+
+    Parameters
+    ----------
+    values : numpy.ndarray
+        A 2-D float array (e.g. slowdowns or penalties, one row per class). Entries are checked
+        row by row; the first bad one is named.
+    field : callable
+        Takes the row and column of the bad entry, returns the field name for the message.
+
+    Raises
+    ------
+    InputError
+        For the first entry that is not finite or lies outside that range.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> require_factors(np.array([[1.0, 1.2], [0.9, 1.7]]), lambda r, k: f"slowdown[{r}][{k}]")
+    >>> require_factors(np.array([[1.0, 0.0], [np.nan, 1.0]]), lambda r, k: f"slowdown[{r}][{k}]")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: slowdown[0][1] = 0.0: must be a finite number from 1e-12 to 1e+12
+    """
     bad = ~np.isfinite(values) | (values < MIN_FACTOR) | (values > MAX_FACTOR)
     if bad.any():
         r, k = np.argwhere(bad)[0]

@@ -74,10 +74,35 @@ def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], w
 def topology_from_spec(spec: Any, field_name: str = "topology") -> Topology:
     """Build a topology from ``{"shape": "RxSxG"}`` or node-link data.
 
+    Parameters
+    ----------
+    spec : dict
+        Either ``{"shape": ...}`` with a string :func:`palopt.topology.parse_shape` reads
+        (``"SxG"`` or ``"RxSxG"``, nothing else in the dict), or networkx node-link data (see
+        :meth:`Topology.from_node_link <palopt.topology.Topology.from_node_link>`).
+    field_name : str, default "topology"
+        The name error messages give ``spec``.
+
+    Returns
+    -------
+    Topology
+
     Raises
     ------
     InputError
         For an unknown form or an invalid graph.
+
+    Examples
+    --------
+    >>> from palopt import build_cluster
+    >>> topology_from_spec({"shape": "2x8x4"}).n_gpus
+    64
+    >>> topology_from_spec(build_cluster(1, 1, 2).to_node_link()).gpu_ids
+    ('gpu0', 'gpu1')
+    >>> topology_from_spec({"shape": 4})
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: topology.shape = 4: expected a string like '8x4'
     """
     if isinstance(spec, Mapping) and "shape" in spec:
         check_fields(spec, ("shape",), f"{field_name}.")
@@ -308,6 +333,15 @@ def data_dir() -> Path:
 def read_text(path: str | Path) -> str:
     """A UTF-8 text file's contents.
 
+    Parameters
+    ----------
+    path : str or Path
+
+    Returns
+    -------
+    str
+        The whole file, with line ends turned into ``"\\n"`` (as :func:`open` reads text).
+
     Raises
     ------
     InputError
@@ -315,6 +349,20 @@ def read_text(path: str | Path) -> str:
         bad byte).
     OSError
         If the file cannot be read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = Path(folder, "a.txt").write_bytes(b"GPU0 GPU1\\r\\n")
+    ...     read_text(Path(folder, "a.txt"))
+    'GPU0 GPU1\\n'
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = Path(folder, "b.txt").write_bytes(b"GPU0\\xff")
+    ...     read_text(Path(folder, "b.txt"))
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: .../b.txt = 'byte 4': not a UTF-8 text file
     """
     if not isinstance(path, (str, os.PathLike)):
         raise InputError("path", type(path).__name__, "expected a file name")
@@ -328,6 +376,13 @@ def write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` as UTF-8, whole or not at all: into a new file beside it, which
     then replaces ``path``. A write that fails (a full disk, say) leaves an existing file as it
     was; writing in place would leave it cut off.
+
+    Parameters
+    ----------
+    path : str or Path
+        The file to write. Its folder must exist. An existing file keeps its permission bits.
+    text : str
+        Written as it is (line ends are not translated).
 
     Raises
     ------
@@ -450,6 +505,22 @@ def read_csv(path: str | Path, field_name: str | None = None, **options: Any) ->
         For an empty file, or one that is not CSV (bad quoting, ragged rows, not UTF-8).
     OSError
         If the file cannot be read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/sd.csv", "gpu,slowdown\\ngpu0,1.0\\ngpu1,1.2\\n")
+    ...     read_csv(f"{folder}/sd.csv")
+        gpu  slowdown
+    0  gpu0       1.0
+    1  gpu1       1.2
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/empty.csv", "")
+    ...     read_csv(f"{folder}/empty.csv", "profile")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: profile = '.../empty.csv': the file is empty (no header line)
     """
     import pandas as pd  # only needed to read files; keeps `import palopt` light
 
@@ -483,6 +554,24 @@ def load_instance(path: str | Path) -> Instance:
         For invalid JSON (with line and column) or an invalid instance.
     OSError
         If the file cannot be read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> text = ('{"format": "palopt.instance/1", "topology": {"shape": "2x2"}, "classes": ["A"], '
+    ...         '"slowdown": {"A": [1.0, 1.1, 1.0, 1.2]}, "penalties": 1.7, '
+    ...         '"queue": [{"id": "j1", "num_gpus": 2, "class": "A"}]}')
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/ok.json", text)
+    ...     inst = load_instance(f"{folder}/ok.json")
+    >>> inst.topology.n_gpus, inst.queue[0].id, float(inst.slowdown[0, 3])
+    (4, 'j1', 1.2)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/cut.json", text[:60])  # cut off in the middle
+    ...     load_instance(f"{folder}/cut.json")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: .../cut.json = 'line 1 column 61': invalid JSON: ...
     """
     return instance_from_dict(read_json(path))
 
@@ -520,7 +609,22 @@ def save_instance(instance: Instance, path: str | Path, **meta: str) -> None:
 
 
 def instance_schema() -> dict[str, Any]:
-    """JSON Schema (draft 2020-12) of the instance format."""
+    """JSON Schema (draft 2020-12) of the instance format.
+
+    Returns
+    -------
+    dict
+        The schema as plain JSON data (a new dict on every call). It checks the fields and their
+        types; :func:`instance_from_dict` checks more (GPU ids, classes, one value per GPU).
+
+    Examples
+    --------
+    >>> schema = instance_schema()
+    >>> schema["$schema"]
+    'https://json-schema.org/draft/2020-12/schema'
+    >>> schema["required"]
+    ['format', 'topology', 'classes', 'slowdown', 'penalties', 'queue']
+    """
     number = {"type": "number", "exclusiveMinimum": 0}
     per_gpu = {
         "oneOf": [

@@ -68,10 +68,39 @@ class SweepSpec:
 def load_grid(path: str | Path) -> SweepSpec:
     """Read a grid TOML file.
 
+    Parameters
+    ----------
+    path : str or Path
+        A TOML file with a ``[grid]`` table of non-empty lists and optional ``[fixed]`` and
+        ``[sweep]`` tables (see the module docstring).
+
+    Returns
+    -------
+    SweepSpec
+        ``out`` is relative to the file's folder (default ``runs/<file stem>``); ``format``
+        defaults to ``"csv"``, ``baseline`` to ``None``.
+
     Raises
     ------
     InputError
         Naming the file and key for a malformed grid.
+    ImportError
+        For ``format = "parquet"`` without pyarrow.
+    OSError
+        If the file cannot be read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> text = ('[sweep]\\nout = "runs/demo"\\n'
+    ...         '[grid]\\nseed = [0, 1]\\n[fixed]\\ncluster = "16x4"\\n')
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = Path(folder, "demo.toml").write_text(text)
+    ...     spec = load_grid(Path(folder, "demo.toml"))
+    ...     spec.out == Path(folder, "runs/demo")
+    True
+    >>> spec.grid, spec.fixed, spec.format
+    ({'seed': (0, 1)}, {'cluster': '16x4'}, 'csv')
     """
     path = Path(path)
     try:
@@ -114,7 +143,26 @@ def load_grid(path: str | Path) -> SweepSpec:
 
 
 def expand(spec: SweepSpec) -> list[dict[str, Any]]:
-    """Every cell of the grid (fixed parameters included), in a deterministic order."""
+    """Every cell of the grid (fixed parameters included), in a deterministic order.
+
+    Parameters
+    ----------
+    spec : SweepSpec
+
+    Returns
+    -------
+    list of dict
+        One dict per combination of the grid values: the fixed parameters, then one value of
+        each axis. The last axis varies fastest (as :func:`itertools.product`).
+
+    Examples
+    --------
+    >>> spec = SweepSpec({"placement": ("pal", "pmfirst"), "seed": (0, 1)}, {"cluster": "16x4"})
+    >>> [(c["placement"], c["seed"]) for c in expand(spec)]
+    [('pal', 0), ('pal', 1), ('pmfirst', 0), ('pmfirst', 1)]
+    >>> expand(spec)[0]
+    {'cluster': '16x4', 'placement': 'pal', 'seed': 0}
+    """
     keys = list(spec.grid)
     return [
         {**spec.fixed, **dict(zip(keys, combo, strict=True))}
@@ -123,7 +171,26 @@ def expand(spec: SweepSpec) -> list[dict[str, Any]]:
 
 
 def cell_id(cell: Mapping[str, Any]) -> str:
-    """A stable id of a cell's parameters (16 hex digits)."""
+    """A stable id of a cell's parameters (16 hex digits).
+
+    Parameters
+    ----------
+    cell : mapping
+        Parameter name -> value; values that JSON cannot hold are taken as ``str(value)``.
+
+    Returns
+    -------
+    str
+        The first 16 hex digits of the SHA-1 of the cell as JSON with sorted keys, so the
+        order of the keys does not matter.
+
+    Examples
+    --------
+    >>> cell_id({"placement": "pal", "seed": 0})
+    'df819922fb0c6de3'
+    >>> cell_id({"seed": 0, "placement": "pal"})
+    'df819922fb0c6de3'
+    """
     text = json.dumps(cell, sort_keys=True, default=str)
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
@@ -243,6 +310,27 @@ def run_sweep(
     ------
     InputError
         For an unknown engine, or fewer than one worker.
+
+    Examples
+    --------
+    A sweep run twice: the second run finds every cell stored and runs none.
+
+    >>> import tempfile
+    >>> calls = []
+    >>> def square(cell):
+    ...     calls.append(cell["x"])
+    ...     return {"square": cell["x"] ** 2}
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     spec = SweepSpec({"x": (1, 2, 3)}, {"k": "a"}, Path(folder))
+    ...     _ = run_sweep(spec, square, workers=1)
+    ...     table = run_sweep(spec, square, workers=1)
+    >>> print(table)
+       k  x  square
+    0  a  1       1
+    1  a  2       4
+    2  a  3       9
+    >>> calls
+    [1, 2, 3]
     """
     if workers is not None and workers < 1:
         raise InputError("workers", workers, "must be at least 1")
@@ -279,6 +367,15 @@ def progress_bar(total: int, unit: str) -> Any:
     -------
     tqdm.tqdm or None
         Advance it with ``update(n)``; ``close()`` it at the end.
+
+    Examples
+    --------
+    >>> bar = progress_bar(2, "cell")
+    >>> if bar is not None:  # tqdm is installed
+    ...     _ = bar.update(2)
+    ...     bar.close()
+    >>> bar is None or bar.n == bar.total
+    True
     """
     try:
         from tqdm import tqdm
@@ -289,7 +386,38 @@ def progress_bar(total: int, unit: str) -> Any:
 
 
 def collect(spec: SweepSpec, cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame:
-    """The results table of the given cells (all must be finished) and write it to disk."""
+    """The results table of the given cells (all must be finished) and write it to disk.
+
+    Parameters
+    ----------
+    spec : SweepSpec
+        Its ``out`` folder holds the stored cells; the table is written there as
+        ``results.csv`` or ``results.parquet`` (by ``spec.format``), replacing an older one.
+    cells : iterable of mapping
+        The cells to collect, e.g. :func:`expand` of ``spec`` or a part of it.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per cell, in the given order: its parameters, then its metrics.
+
+    Raises
+    ------
+    FileNotFoundError
+        If a cell has no stored result.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     spec = SweepSpec({"x": (1, 2)}, {}, Path(folder))
+    ...     _ = run_sweep(spec, lambda cell: {"double": 2 * cell["x"]}, workers=1)
+    ...     table = collect(spec, expand(spec)[1:])
+    ...     Path(folder, "results.csv").read_text()
+    'x,double\\n2,4\\n'
+    >>> table.to_dict("records")
+    [{'x': 2, 'double': 4}]
+    """
     rows = []
     for cell in cells:
         stored = json.loads((spec.out / "cells" / f"{cell_id(cell)}.json").read_text())

@@ -18,6 +18,17 @@ _COLOURS = {"gpu": "#76b900", "server": "#4a7ebb", "switch": "#d9822b"}
 def island_sizes(topology: Topology, server: int) -> tuple[int, ...]:
     """Sizes of the NVLink islands of a server, largest first (all 1 without NVLink).
 
+    Parameters
+    ----------
+    topology : Topology
+    server : int
+        Server index, from 0 to ``topology.n_servers - 1``.
+
+    Returns
+    -------
+    tuple of int
+        One entry per island; they sum to the server's GPU count.
+
     Examples
     --------
     >>> from palopt.topology import build_cluster
@@ -41,6 +52,17 @@ def _counted(values: list[int]) -> str:
 
 def summarize(topology: Topology) -> str:
     """A few lines describing a topology: sizes, tiers with group sizes, server kinds, switches.
+
+    Parameters
+    ----------
+    topology : Topology
+
+    Returns
+    -------
+    str
+        Text without a final newline: a headline, one line per tier (lowest first), one line
+        per kind of server (by NVLink islands, names compressed as host lists), and the
+        switches by tier (top first) if the topology has any.
 
     Examples
     --------
@@ -117,6 +139,14 @@ def draw(topology: Topology, path: str | Path, title: str | None = None) -> None
 
     GPUs are green, servers blue, switches orange; NVLink links are drawn as green arcs
     between GPUs. Needs matplotlib (``pip install 'palopt[plot]'``).
+
+    Parameters
+    ----------
+    topology : Topology
+    path : str or Path
+        The PNG file to write (120 dpi); an existing file is overwritten.
+    title : str, optional
+        Default: the GPU and server counts and the tiers.
 
     Raises
     ------

@@ -331,7 +331,29 @@ def _strings(data: Mapping[str, Any], key: str, where: str) -> list[str]:
 
 
 def save_profile(profile: VariabilityProfile, path: str | Path) -> None:
-    """Write a profile file (``palopt.profile/1``, see the module docstring)."""
+    """Write a profile file (``palopt.profile/1``, see the module docstring).
+
+    Parameters
+    ----------
+    profile : VariabilityProfile
+    path : str or Path
+        The JSON file to write (UTF-8); an existing file is replaced. Missing values are
+        written as ``null``.
+
+    Raises
+    ------
+    OSError
+        If the file cannot be written.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> p = VariabilityProfile(("A",), ("g0", "g1"), np.array([[1.0, np.nan]]))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     save_profile(p, f"{folder}/p.json")
+    ...     json.loads(Path(folder, "p.json").read_text())["values"]
+    {'A': [1.0, None]}
+    """
     write_text(path, json.dumps(profile.to_dict(), indent=1) + "\n")
 
 
@@ -414,6 +436,18 @@ def read_measurements(
         count from 1 = the header).
     OSError
         If the file cannot be read.
+
+    Examples
+    --------
+    Four runs of three GPUs (node ``01`` is node ``1``); GPU ``1-0`` ran twice:
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = Path(folder, "runs.csv").write_text(
+    ...         "node,device,time\\n01,0,10\\n1,0,12\\n1,1,10\\n2,0,20\\n")
+    ...     p = read_measurements(f"{folder}/runs.csv", ["node", "device"], ["time"], ["A"])
+    >>> p.gpus, p.values.round(3).tolist()
+    (('1-0', '1-1', '2-0'), [[1.0, 0.909, 1.818]])
     """
     import pandas as pd  # only needed to read files; keeps `import palopt` light
 
@@ -524,6 +558,29 @@ def load_longhorn(
     -------
     VariabilityProfile
         Classes in the order of ``classes``; ``NaN`` where an application did not measure a GPU.
+
+    Raises
+    ------
+    InputError
+        For an empty ``classes``, or a bad file (as :func:`read_measurements`).
+    OSError
+        If a file cannot be read.
+
+    Examples
+    --------
+    Two tiny files in the Longhorn form (the real ones have more columns, which are ignored):
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = Path(folder, "bert-longhorn-agg.csv").write_text(
+    ...         "cabinet,node,device,perf\\nc1,1,0,10\\nc1,1,1,11\\nc1,1,0,12\\n")
+    ...     _ = Path(folder, "resnet-longhorn-agg.csv").write_text(
+    ...         "cabinet,node,device,perf\\nc1,01,1,5\\nc1,1,2,6\\n")
+    ...     p = load_longhorn(folder, {"classA": "resnet", "classB": "bert"})
+    >>> p.classes, p.gpus
+    (('classA', 'classB'), ('c1-1-1', 'c1-1-2', 'c1-1-0'))
+    >>> p.values.round(3).tolist()
+    [[0.909, 1.091, nan], [1.0, nan, 1.0]]
     """
     directory = Path(directory)
     apps = list(dict.fromkeys(classes.values()))
@@ -551,10 +608,34 @@ def load_artifact_table(path: str | Path) -> VariabilityProfile:
     The values are the artifact's normalised slowdowns and are kept as they are. Works for
     ``32gpu-variability.csv`` and ``sim-64gpu-cluster.csv``.
 
+    Parameters
+    ----------
+    path : str or Path
+        A CSV file with a ``GPU_ID`` column and one ``PerfVar_<class>`` column per class (other
+        columns, such as the ``sf_<class>`` levels, are ignored).
+
+    Returns
+    -------
+    VariabilityProfile
+        Classes named after the columns (``PerfVar_classA`` -> ``classA``), GPUs keyed by
+        ``GPU_ID``; a GPU on several rows gets the median of its rows.
+
     Raises
     ------
     InputError
         If the file has no ``GPU_ID`` or no ``PerfVar_`` column, or a bad value.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = Path(folder, "table.csv").write_text(
+    ...         "GPU_ID,Node_ID,PerfVar_classA,PerfVar_classB\\n0,0,1.0,0.98\\n1,0,1.3,1.02\\n")
+    ...     p = load_artifact_table(Path(folder, "table.csv"))
+    >>> p.classes, p.gpus, p.values.tolist()
+    (('classA', 'classB'), ('0', '1'), [[1.0, 1.3], [0.98, 1.02]])
+    >>> p.source
+    'table.csv (PAL artifact, normalised)'
     """
     path = Path(path)
     header = read_csv(path, nrows=0).columns

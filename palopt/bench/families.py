@@ -61,6 +61,15 @@ def check_shape(
     ------
     InputError
         Naming the value that does not fit.
+
+    Examples
+    --------
+    >>> check_shape(64, 4)  # two racks of 32 GPUs
+    >>> check_shape(8, 4)  # less than one rack: two servers
+    >>> check_shape(48, 4)
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: n_gpus = 48: above one rack, must be whole racks of 32
     """
     if gpus_per_server < 1 or RACK_GPUS % gpus_per_server:
         raise InputError(fields[1], gpus_per_server, f"must divide the rack's {RACK_GPUS} GPUs")
@@ -133,11 +142,29 @@ def sample_slowdowns(topology: Topology, profile: str, rng: np.random.Generator)
     topology : Topology
     profile : {"longhorn", "synthetic"}
     rng : numpy.random.Generator
+        The source of randomness; the draws advance it.
+
+    Returns
+    -------
+    numpy.ndarray
+        Float array ``(len(CLASSES), topology.n_gpus)``: row ``c`` holds each GPU's slowdown for
+        class ``CLASSES[c]`` (larger is slower).
 
     Raises
     ------
     InputError
         For an unknown profile, or a missing data file.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> sd = sample_slowdowns(build_cluster(1, 2, 2), "synthetic", np.random.default_rng(0))
+    >>> sd.shape, bool((sd > 0).all())
+    ((4, 4), True)
+    >>> sample_slowdowns(build_cluster(1, 2, 2), "flat", np.random.default_rng(0))
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: profile = 'flat': must be one of longhorn, synthetic
     """
     n_gpus = topology.n_gpus
     if profile == "longhorn":
@@ -159,6 +186,24 @@ def sample_jobs(n_gpus: int, load: float, rng: np.random.Generator) -> list[Job]
 
     Sizes larger than a quarter of the cluster (and than 48) are left out. At full load the queue
     goes on past the first job that does not fit, so the prefix is a real cut.
+
+    Parameters
+    ----------
+    n_gpus : int
+        The cluster size.
+    load : float
+        The share of ``n_gpus`` the queue's admitted prefix should fill, in (0, 1].
+    rng : numpy.random.Generator
+        The source of randomness; the draws advance it.
+
+    Returns
+    -------
+    list of Job
+        Jobs ``j0, j1, ...`` in queue order, each with a size and class drawn from the Sia-Philly
+        traces (in ``pal-artifact/traces`` under :func:`palopt.io.data_dir`), weight 1 and no
+        current GPUs. Below full load the queue stops before the first job whose GPUs, added to
+        those of the jobs before it, go past ``load * n_gpus``. At full load the queue keeps that
+        job and ends with two more after it.
     """
     sizes, classes = _philly_jobs(str(data_dir() / "pal-artifact" / "traces"))
     ok = sizes <= max(1, min(48, n_gpus // 4))
@@ -178,7 +223,27 @@ def sample_jobs(n_gpus: int, load: float, rng: np.random.Generator) -> list[Job]
 
 
 def make_instance(family: Family, seed: int) -> Instance:
-    """The instance of ``family`` for ``seed`` (deterministic; a non-negative integer)."""
+    """The instance of ``family`` for ``seed`` (deterministic; a non-negative integer).
+
+    Parameters
+    ----------
+    family : Family
+        The cluster shape, load and slowdown profile.
+    seed : int
+        Which instance of the family; the same family and seed always give the same instance.
+
+    Returns
+    -------
+    Instance
+        A cluster of ``family.shape`` (see :func:`palopt.topology.build_cluster`), the four
+        :data:`CLASSES`, slowdowns from :func:`sample_slowdowns`, the :data:`PENALTIES` of the
+        cluster's tiers, and a queue from :func:`sample_jobs`.
+
+    Raises
+    ------
+    InputError
+        If ``seed`` is not a non-negative integer.
+    """
     check_seed(seed)
     rng = np.random.default_rng(
         [

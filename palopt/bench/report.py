@@ -38,7 +38,34 @@ SUMMARY_FIELDS = (
 def summarise(rows: list[Row]) -> list[dict[str, Any]]:
     """Per (family, solver): gap (median, p95, max; NaN if no gap compares), time (median, p95),
     share proven optimal. Rows whose gap is NaN (the solver placed another number of jobs than
-    the admitted prefix) count in the times and the shares, not in the gaps."""
+    the admitted prefix) count in the times and the shares, not in the gaps.
+
+    Parameters
+    ----------
+    rows : list of Row
+        Rows from :func:`palopt.bench.runner.run_bench`, in any order.
+
+    Returns
+    -------
+    list of dict
+        One dict per (family, solver), with the keys of :data:`SUMMARY_FIELDS`: the family's
+        fields, the solver's label, the number of rows, the gaps as fractions (0.05 is 5%), the
+        wall times in seconds, the share of rows with status ``optimal`` (0 to 1), and the
+        reference kinds seen (``"bound"``, ``"optimum"`` or ``"bound/optimum"``). Sorted by
+        cluster size, GPUs per server, load, profile and solver.
+
+    Examples
+    --------
+    >>> def row(seed, solver, status, objective, wall_time, gap):
+    ...     return Row("8g-4ps-100%-synthetic", 8, 4, 1.0, "synthetic", seed, 3, 3, solver,
+    ...                status, objective, None, wall_time, 10.0, "optimum", gap)
+    >>> rows = [row(0, "greedy", "heuristic", 10.5, 0.01, 0.05),
+    ...         row(1, "greedy", "heuristic", 11.5, 0.03, 0.15),
+    ...         row(0, "cpsat", "optimal", 10.0, 0.5, 0.0)]
+    >>> [(d["solver"], d["instances"], d["gap_median"], d["gap_max"], d["share_optimal"])
+    ...  for d in summarise(rows)]
+    [('cpsat', 1, 0.0, 0.0, 1.0), ('greedy', 2, 0.1, 0.15, 0.0)]
+    """
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for r in rows:
         groups[(r.family, r.solver)].append(r)
@@ -72,7 +99,34 @@ def summarise(rows: list[Row]) -> list[dict[str, Any]]:
 
 
 def format_table(summary: list[dict[str, Any]]) -> str:
-    """The summary as an aligned text table (gaps in %, times in s)."""
+    """The summary as an aligned text table (gaps in %, times in s).
+
+    Parameters
+    ----------
+    summary : list of dict
+        Records from :func:`summarise`, one table line each, in the given order.
+
+    Returns
+    -------
+    str
+        A header line, a line of dashes, then one line per record: family, solver, number of
+        instances, gap median, p95 and max (``n/a`` if NaN), time median and p95, share proven
+        optimal (%), and the reference kinds. No newline at the end.
+
+    Examples
+    --------
+    >>> summary = [{"family": "8g-4ps-100%-synthetic", "solver": "greedy", "instances": 2,
+    ...             "gap_median": 0.05, "gap_p95": 0.095, "gap_max": float("nan"),
+    ...             "time_median": 0.01, "time_p95": 0.03, "share_optimal": 0.5,
+    ...             "reference": "optimum"}]
+    >>> lines = format_table(summary).splitlines()
+    >>> lines[0].split()[:6]
+    ['family', 'solver', 'n', 'gap', 'med', 'gap']
+    >>> lines[2].split()[:6]
+    ['8g-4ps-100%-synthetic', 'greedy', '2', '5.00%', '9.50%', 'n/a']
+    >>> lines[2].split()[6:]
+    ['0.01', '0.03', '50%', 'optimum']
+    """
     head = (
         f"{'family':<24} {'solver':<18} {'n':>3} {'gap med':>8} {'gap p95':>8} "
         f"{'gap max':>8} {'t med':>7} {'t p95':>7} {'opt':>5}  ref"
@@ -95,7 +149,24 @@ def format_table(summary: list[dict[str, Any]]) -> str:
 
 
 def write_csv(path: Path, records: list[dict[str, Any]]) -> None:
-    """Write dict records (all with the same keys) as CSV (whole or not at all)."""
+    """Write dict records (all with the same keys) as CSV (whole or not at all).
+
+    Parameters
+    ----------
+    path : Path
+        The file to write; an existing file is replaced (see :func:`palopt.io.write_text`).
+    records : list of dict
+        The rows; the first one's keys are the header, in order. No records: an empty file.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from palopt.io import read_text
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_csv(Path(folder, "a.csv"), [{"solver": "greedy", "gap": 0.05}])
+    ...     read_text(Path(folder, "a.csv")).splitlines()
+    ['solver,gap', 'greedy,0.05']
+    """
     text = io.StringIO()
     if records:
         writer = csv.DictWriter(text, fieldnames=list(records[0]))
@@ -106,6 +177,14 @@ def write_csv(path: Path, records: list[dict[str, Any]]) -> None:
 
 def plot_gaps(path: Path, summary: list[dict[str, Any]]) -> None:
     """PNG: median gap (%) against cluster size, one panel per load, one line per solver.
+
+    Parameters
+    ----------
+    path : Path
+        The PNG file to write (replaced if it exists).
+    summary : list of dict
+        Records from :func:`summarise`. A solver with several records at one cluster size and
+        load (several profiles or shapes) is drawn at the median of their median gaps.
 
     Raises
     ------

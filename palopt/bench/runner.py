@@ -95,7 +95,32 @@ def run_instance(
     bound_time: float,
 ) -> list[Row]:
     """Solve one instance with every solver (exact ones only up to ``exact_max_gpus``); no rows
-    if no solver runs at its size."""
+    if no solver runs at its size.
+
+    Parameters
+    ----------
+    family : Family
+    seed : int
+        Which instance of the family (:func:`palopt.bench.families.make_instance`); also passed
+        to every solver.
+    solvers : list of SolverSpec
+        The solvers to run, in this order.
+    time_limit : float
+        Seconds for each exact solver; heuristics run without a limit.
+    exact_max_gpus : int
+        Exact solvers are left out on clusters of more GPUs.
+    bound_time : float
+        Seconds for the Lagrangian bound, computed when no solver proved an optimum, the round
+        has a job of two or more GPUs and the cluster has more than ``exact_max_gpus`` GPUs.
+
+    Returns
+    -------
+    list of Row
+        One row per solver that ran, in the order of ``solvers``. All rows share the reference:
+        the least proven optimum, else the largest lower bound known. ``gap`` is
+        ``(objective - reference) / reference`` (0.0 if the reference is not positive), or NaN
+        for a solver that placed another number of jobs than the admitted prefix.
+    """
     inst = make_instance(family, seed)
     rnd = make_round(inst)
     rows: list[Row] = []
@@ -166,7 +191,30 @@ def run_bench(
     progress: Callable[[str], None] | None = None,
     sink: Callable[[list[Row]], None] | None = None,
 ) -> list[Row]:
-    """Every family x seed; ``progress`` gets one line per instance, ``sink`` its rows."""
+    """Every family x seed; ``progress`` gets one line per instance, ``sink`` its rows.
+
+    Parameters
+    ----------
+    families : iterable of Family
+    seeds : int
+        Instances per family: seeds ``0 .. seeds - 1``.
+    solvers : list of SolverSpec
+    time_limit, exact_max_gpus, bound_time
+        As for :func:`run_instance`.
+    progress : callable, optional
+        Called with one line of text after each instance: its number, the seconds since the
+        start, the family and seed, and the reference and the best solver's gap (or why no gap
+        compares).
+    sink : callable, optional
+        Called with each instance's rows as soon as they are known (an empty list if no solver
+        ran at its size).
+
+    Returns
+    -------
+    list of Row
+        The rows of :func:`run_instance` for every family and seed, family by family, seed by
+        seed.
+    """
     rows: list[Row] = []
     todo = [(f, s) for f in families for s in range(seeds)]
     started = time.perf_counter()

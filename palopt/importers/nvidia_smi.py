@@ -227,11 +227,37 @@ def parse_nvidia_smi(text: str, source: str = "<string>") -> GpuMatrix:
 def read_nvidia_smi(path: str | Path) -> GpuMatrix:
     """Read a saved ``nvidia-smi topo -m`` output (see :func:`parse_nvidia_smi`).
 
+    Parameters
+    ----------
+    path : str or Path
+        A UTF-8 text file holding the command's output.
+
+    Returns
+    -------
+    GpuMatrix
+        With ``source`` set to ``path`` as a string.
+
     Raises
     ------
     InputError
         Naming the file and line of the problem, or a file not in UTF-8.
     OSError
         If the file cannot be read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from palopt.io import write_text
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/dgx.txt", "GPU0 GPU1\\nGPU0 X NV4\\nGPU1 NV4 X\\n")
+    ...     m = read_nvidia_smi(f"{folder}/dgx.txt")
+    >>> m.source.endswith("dgx.txt"), m.local, m.islands()
+    (True, (0, 1), [(0, 1)])
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/bad.txt", "GPU0 GPU1\\nGPU0 X NV4\\nGPU1 SYS X\\n")
+    ...     read_nvidia_smi(f"{folder}/bad.txt")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: .../bad.txt:3 = 'SYS': GPU1/GPU0 differs from GPU0/GPU1 ('NV4'): ...
     """
     return parse_nvidia_smi(read_text(path), str(path))

@@ -276,11 +276,38 @@ def parse_topology_conf(text: str, source: str = "<string>") -> SlurmTree:
 def read_topology_conf(path: str | Path) -> SlurmTree:
     """Read a ``topology.conf`` file (see :func:`parse_topology_conf`).
 
+    Parameters
+    ----------
+    path : str or Path
+        A UTF-8 ``topology.conf`` for the tree plugin.
+
+    Returns
+    -------
+    SlurmTree
+        With ``source`` set to ``path`` as a string.
+
     Raises
     ------
     InputError
         Naming the file and line of the problem, or a file not in UTF-8.
     OSError
         If the file cannot be read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from palopt.io import write_text
+    >>> text = "SwitchName=s1 Nodes=node[01-02]\\nSwitchName=top Switches=s1\\n"
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/topology.conf", text)
+    ...     tree = read_topology_conf(f"{folder}/topology.conf")
+    >>> tree.source.endswith("topology.conf"), tree.root, tree.nodes
+    (True, 'top', ('node01', 'node02'))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/topology.conf", text + "SwitchName=s1 Nodes=node03\\n")
+    ...     read_topology_conf(f"{folder}/topology.conf")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: .../topology.conf:3 = 's1': switch already defined on line 1
     """
     return parse_topology_conf(read_text(path), str(path))

@@ -745,8 +745,47 @@ def simulate(
 ) -> SimResult:
     """Run a whole simulation (see :class:`Simulator`).
 
+    Parameters
+    ----------
+    topology : Topology
+    profile : ClusterProfile
+        ``rank`` feeds the placement instance, ``charge`` the simulated iteration times.
+    trace : sequence of TraceJob
+        Admitted in submit-time order (ties keep the given order).
+    solver : str or Solver, default "pal"
+        A registry name (see ``palopt solvers``) or a solver object.
+    policy : str or SchedulingPolicy, default "fifo"
+        ``fifo``, ``las``, ``srtf``, ``tiresias`` or a policy object.
+    config : SimConfig, optional
+        Default: ``SimConfig()``, the artifact's model.
+
     Returns
     -------
     SimResult
+        After every tracked job has completed.
+
+    Raises
+    ------
+    InputError
+        For a job larger than the cluster, a class without profile, or bad settings.
+    SimulationStalled
+        If no job gains an iteration for more than ``config.max_idle_rounds`` rounds in a row
+        (plus the rounds one restart cost spans).
+
+    Examples
+    --------
+    A 2-GPU job, then a 1-GPU job that waits for it under FIFO (60 s rounds; one iteration
+    takes 1 s on these GPUs):
+
+    >>> import numpy as np
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.sim.profile import ClusterProfile
+    >>> from palopt.sim.trace import TraceJob
+    >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+    >>> trace = [TraceJob("a", 2, 0.0, 100.0, "m", "A", 1.0),
+    ...          TraceJob("b", 1, 0.0, 30.0, "m", "A", 1.0)]
+    >>> res = simulate(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
+    >>> res.jobs.finish.tolist(), len(res.rounds)
+    ([120.0, 180.0], 4)
     """
     return Simulator(topology, profile, trace, solver, policy, config).run()

@@ -140,10 +140,39 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
     A cell function for :func:`palopt.sweep.run_sweep`. A profile smaller than the cluster is
     tiled with whole servers drawn with replacement (seeded by ``seed``).
 
+    Parameters
+    ----------
+    params : mapping
+        Any of :data:`CELL_KEYS`; the others take their defaults there. The trace is one of
+        ``trace`` (a CSV file), ``workload`` (``data/traces/sia-philly-workload-<n>.csv``) and
+        ``load`` (a synthetic trace of ``3 * n_jobs`` jobs, the middle ``n_jobs`` tracked);
+        ``data`` or ``profile`` gives the profile.
+
+    Returns
+    -------
+    dict
+        :func:`palopt.sim.metrics.summary` of the run without ``solver`` and ``policy`` (the
+        cell's ``placement`` and ``scheduler`` say them).
+
     Raises
     ------
     InputError
         For an unknown key or a bad value.
+
+    Examples
+    --------
+    One 2-GPU ``vgg19`` job (class C) of 100 iterations on a 2-GPU server, 60 s rounds:
+
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     _ = Path(folder, "profile.csv").write_text(
+    ...         "GPU_ID,PerfVar_classC\\n0,1.0\\n1,1.2\\n")
+    ...     _ = Path(folder, "trace.csv").write_text(
+    ...         "job_id,num_gpus,submit_time,duration,model\\n1,2,0,100,vgg19\\n")
+    ...     out = simulate_cell({"profile": f"{folder}/profile.csv",
+    ...                          "trace": f"{folder}/trace.csv", "cluster": "1x2", "round": 60})
+    >>> out["jobs"], round(out["avg_jct_h"] * 3600), out["rounds"]
+    (1, 60, 2)
     """
     unknown = sorted(set(params) - set(CELL_KEYS))
     if unknown:
@@ -191,7 +220,32 @@ def fig10_sweep(
     **options: Any,
 ) -> SweepSpec:
     """Fig 10: Sia-Philly workloads, FIFO, P = 1.7, 64 GPUs, R = 360 s (``options``: other
-    :data:`CELL_KEYS`, e.g. the realistic-model settings)."""
+    :data:`CELL_KEYS`, e.g. the realistic-model settings).
+
+    Parameters
+    ----------
+    data : str or Path
+        The pal-artifact folder (its ``traces`` and ``sim-64gpu-cluster.csv``).
+    out : Path
+        Results folder of the sweep.
+    workloads : iterable of int, default 1 to 8
+        Sia-Philly workload numbers.
+    placements : sequence of str, default :data:`FIG10_PLACEMENTS`
+    **options
+        Fixed :data:`CELL_KEYS` for every cell.
+
+    Returns
+    -------
+    SweepSpec
+        Grid ``workload`` x ``placement``; fixed: ``data`` and ``options``.
+
+    Examples
+    --------
+    >>> from palopt.sweep import expand
+    >>> spec = fig10_sweep("data", Path("runs/fig10"), workloads=[1, 2], backfill=True)
+    >>> len(expand(spec)), expand(spec)[0]
+    (12, {'data': 'data', 'backfill': True, 'workload': 1, 'placement': 'packed-sticky'})
+    """
     return SweepSpec(
         {"workload": tuple(workloads), "placement": tuple(placements)},
         {"data": str(data), **options},
@@ -206,7 +260,32 @@ def fig12_sweep(
     placements: Sequence[str] = ("packed-sticky", "packed-nonsticky", "pmfirst", "pal"),
     **options: Any,
 ) -> SweepSpec:
-    """Fig 12: workload 6 with the locality penalty swept (placement and charge alike)."""
+    """Fig 12: workload 6 with the locality penalty swept (placement and charge alike).
+
+    Parameters
+    ----------
+    data : str or Path
+        The pal-artifact folder.
+    out : Path
+        Results folder of the sweep.
+    penalties : sequence of float, default (1.0, 1.5, 2.0, 2.5, 3.0)
+        Values of ``locality_penalty``.
+    placements : sequence of str, default ("packed-sticky", "packed-nonsticky", "pmfirst", "pal")
+    **options
+        Fixed :data:`CELL_KEYS` for every cell.
+
+    Returns
+    -------
+    SweepSpec
+        Grid ``locality_penalty`` x ``placement``, with ``workload = 6`` fixed.
+
+    Examples
+    --------
+    >>> from palopt.sweep import expand
+    >>> spec = fig12_sweep("data", Path("runs/fig12"), penalties=[1, 2], placements=["pal"])
+    >>> [(c["workload"], c["locality_penalty"], c["placement"]) for c in expand(spec)]
+    [(6, 1.0, 'pal'), (6, 2.0, 'pal')]
+    """
     return SweepSpec(
         {"locality_penalty": tuple(float(p) for p in penalties), "placement": tuple(placements)},
         {"data": str(data), "workload": 6, **options},
@@ -223,7 +302,36 @@ def fig13_sweep(
     seeds: Sequence[int] = (0,),
     **options: Any,
 ) -> SweepSpec:
-    """Fig 13/15/16: 256 GPUs (64 x 4), synthetic class-A trace, R = 300 s, P = 1.7."""
+    """Fig 13/15/16: 256 GPUs (64 x 4), synthetic class-A trace, R = 300 s, P = 1.7.
+
+    Parameters
+    ----------
+    data : str or Path
+        The pal-artifact folder (its 64-GPU profile is tiled to the cluster).
+    out : Path
+        Results folder of the sweep.
+    loads : sequence of float, default (8.0, 10.0, 12.0, 14.0)
+        Jobs per hour of the synthetic trace.
+    schedulers : sequence of str, default ("fifo", "las", "srtf")
+    placements : sequence of str, default ("packed-sticky", "packed-nonsticky", "pmfirst", "pal")
+    seeds : sequence of int, default (0,)
+        Seeds of the trace, the tiled profile and the solvers.
+    **options
+        Fixed :data:`CELL_KEYS` for every cell (e.g. ``n_jobs``).
+
+    Returns
+    -------
+    SweepSpec
+        Grid ``scheduler`` x ``load`` x ``seed`` x ``placement``, with ``cluster = "64x4"``
+        and ``round = 300.0`` fixed.
+
+    Examples
+    --------
+    >>> from palopt.sweep import expand
+    >>> spec = fig13_sweep("data", Path("runs/fig13"), loads=[8], schedulers=["las"])
+    >>> len(expand(spec)), expand(spec)[0]["load"], spec.fixed["cluster"]
+    (4, 8.0, '64x4')
+    """
     return SweepSpec(
         {
             "scheduler": tuple(schedulers),
@@ -241,6 +349,16 @@ def improvement_table(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Average JCT per ``by`` value and placement, and improvements over each baseline.
 
+    Parameters
+    ----------
+    rows : sequence of dict
+        One per simulation, with the keys ``by``, ``placement`` and ``avg_jct_h`` (as the rows
+        of a sweep's results table); rows of the same ``by`` value and placement are averaged.
+    by : str
+        The parameter that varies, e.g. ``"workload"``.
+    baselines : sequence of str, default ("packed-sticky", "packed-nonsticky")
+        Placements to compare with; those not in ``rows`` are left out.
+
     Returns
     -------
     jct : DataFrame
@@ -249,6 +367,20 @@ def improvement_table(
         One row per (baseline, placement): geomean, min and max improvement over the baseline,
         where improvement = ``1 - jct / jct_baseline`` and the geomean improvement is
         ``1 - geomean(jct / jct_baseline)`` (the artifact's normalisation).
+
+    Examples
+    --------
+    >>> rows = [{"workload": 1, "placement": "pal", "avg_jct_h": 1.5},
+    ...         {"workload": 1, "placement": "packed-sticky", "avg_jct_h": 2.0},
+    ...         {"workload": 2, "placement": "pal", "avg_jct_h": 2.4},
+    ...         {"workload": 2, "placement": "packed-sticky", "avg_jct_h": 3.0}]
+    >>> jct, gains = improvement_table(rows, "workload")
+    >>> jct["pal"].tolist()
+    [1.5, 2.4]
+    >>> gains.columns.tolist()
+    ['baseline', 'placement', 'geomean_gain', 'min_gain', 'max_gain']
+    >>> gains.round(4).to_numpy().tolist()
+    [['packed-sticky', 'pal', 0.2254, 0.2, 0.25]]
     """
     df = pd.DataFrame(rows)
     jct = df.pivot_table(index=by, columns="placement", values="avg_jct_h", aggfunc="mean")
@@ -275,7 +407,30 @@ def improvement_table(
 
 def format_tables(jct: pd.DataFrame, gains: pd.DataFrame, by: str) -> str:
     """The paper-style text table: average JCTs, the improvement over each baseline per
-    ``by`` value, and its geomean, min and max."""
+    ``by`` value, and its geomean, min and max.
+
+    Parameters
+    ----------
+    jct, gains : DataFrame
+        As :func:`improvement_table` returns them.
+    by : str
+        The name of the varied parameter, for the titles.
+
+    Returns
+    -------
+    str
+        Text without a final newline; JCTs in hours, improvements in percent. Only the JCT
+        table if ``gains`` is empty.
+
+    Examples
+    --------
+    >>> rows = [{"workload": 1, "placement": "pal", "avg_jct_h": 1.5},
+    ...         {"workload": 1, "placement": "packed-sticky", "avg_jct_h": 2.0}]
+    >>> text = format_tables(*improvement_table(rows, "workload"), "workload")
+    >>> print("\\n".join(text.splitlines()[-2:]))
+    Improvement over packed-sticky: geomean (min .. max)
+      pal                  25.0%  (25.0% .. 25.0%)
+    """
     lines = [f"Average JCT (hours) by {by}", jct.to_string(float_format=lambda v: f"{v:.3f}"), ""]
     if gains.empty:  # the baselines alone ran: nothing to compare with them
         return "\n".join(lines[:-1])
@@ -297,7 +452,33 @@ def format_tables(jct: pd.DataFrame, gains: pd.DataFrame, by: str) -> str:
 
 
 def plot_normalised(jct: pd.DataFrame, base: str, path: Path, title: str) -> Path:
-    """Bar chart of average JCT normalised to ``base`` per ``by`` value, with the geomean."""
+    """Bar chart of average JCT normalised to ``base`` per ``by`` value, with the geomean.
+
+    Needs matplotlib (``pip install 'palopt[plot]'``).
+
+    Parameters
+    ----------
+    jct : DataFrame
+        Average JCTs, as :func:`improvement_table` returns them (rows: ``by`` values; columns:
+        placements).
+    base : str
+        The placement every column is divided by.
+    path : Path
+        The PNG file to write.
+    title : str
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    InputError
+        If ``base`` is not a column of ``jct``.
+    ImportError
+        If matplotlib is missing.
+    """
     import matplotlib
 
     matplotlib.use("Agg")

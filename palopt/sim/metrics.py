@@ -23,6 +23,13 @@ def _tracked_done(res: SimResult) -> np.ndarray:
 def summary(res: SimResult) -> dict[str, Any]:
     """Summary of the tracked jobs.
 
+    Only tracked jobs that have completed count in the JCT, makespan and delay figures; the
+    averages are NaN if there are none.
+
+    Parameters
+    ----------
+    res : SimResult
+
     Returns
     -------
     dict
@@ -30,7 +37,26 @@ def summary(res: SimResult) -> dict[str, Any]:
         submit to last completion), ``gpu_utilisation`` (GPU-seconds held by jobs over the
         cluster's GPU-seconds, both over the makespan), ``avg_queueing_delay_h`` (submit to
         first start), ``preemptions``, ``migrations``, ``rounds`` (rounds simulated: rounds with
-        no job running or waiting are skipped), ``solver``, ``policy``, ``wall_time_s``.
+        no job running or waiting are skipped), ``round_s`` (round length in seconds),
+        ``solver``, ``policy``, ``wall_time_s``.
+
+    Examples
+    --------
+    Job ``a`` runs 2 rounds of 60 s on both GPUs; job ``b`` waits for it, then runs one round:
+
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.sim.engine import SimConfig, simulate
+    >>> from palopt.sim.profile import ClusterProfile
+    >>> from palopt.sim.trace import TraceJob
+    >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+    >>> trace = [TraceJob("a", 2, 0.0, 100.0, "m", "A", 1.0),
+    ...          TraceJob("b", 1, 0.0, 30.0, "m", "A", 1.0)]
+    >>> res = simulate(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
+    >>> s = summary(res)
+    >>> s["jobs"], round(s["avg_jct_h"] * 3600), s["makespan_h"] * 3600
+    (2, 150, 180.0)
+    >>> round(s["gpu_utilisation"], 3), round(s["avg_queueing_delay_h"] * 3600)
+    (0.833, 60)
     """
     jt = res.jobs
     idx = _tracked_done(res)
@@ -64,7 +90,36 @@ def summary(res: SimResult) -> dict[str, Any]:
 
 
 def job_table(res: SimResult) -> pd.DataFrame:
-    """One row per job that arrived (extra jobs included, marked ``tracked=False``)."""
+    """One row per job that arrived (extra jobs included, marked ``tracked=False``).
+
+    Parameters
+    ----------
+    res : SimResult
+
+    Returns
+    -------
+    pandas.DataFrame
+        In admission order, with columns ``job_id``, ``model``, ``class``, ``num_gpus``,
+        ``tracked``, ``submit_s``, ``first_start_s``, ``finish_s``, ``jct_s``,
+        ``queueing_delay_s`` (submit to first start), ``iterations``, ``iterations_done``,
+        ``attained_s`` (seconds run), ``preemptions`` and ``migrations``. Times are in seconds
+        from the start of the simulation; NaN where not known yet.
+
+    Examples
+    --------
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.sim.engine import SimConfig, simulate
+    >>> from palopt.sim.profile import ClusterProfile
+    >>> from palopt.sim.trace import TraceJob
+    >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+    >>> trace = [TraceJob("a", 2, 0.0, 100.0, "m", "A", 1.0),
+    ...          TraceJob("b", 1, 0.0, 30.0, "m", "A", 1.0)]
+    >>> res = simulate(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
+    >>> print(job_table(res)[["job_id", "num_gpus", "first_start_s", "finish_s", "jct_s"]])
+      job_id  num_gpus  first_start_s  finish_s  jct_s
+    0      a         2            0.0     120.0  120.0
+    1      b         1          120.0     180.0  180.0
+    """
     jt = res.jobs
     return pd.DataFrame(
         {
@@ -88,12 +143,65 @@ def job_table(res: SimResult) -> pd.DataFrame:
 
 
 def round_table(res: SimResult) -> pd.DataFrame:
-    """One row per simulated round."""
+    """One row per simulated round.
+
+    Parameters
+    ----------
+    res : SimResult
+
+    Returns
+    -------
+    pandas.DataFrame
+        The fields of :class:`~palopt.sim.engine.RoundRecord` as columns: ``round``, ``time``
+        (seconds), ``busy_gpus``, ``running``, ``waiting``, ``arrived``, ``started``,
+        ``completed``, ``preempted``, ``migrated``, ``solved`` (whether the solver ran) and
+        ``solve_time`` (seconds).
+
+    Examples
+    --------
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.sim.engine import SimConfig, simulate
+    >>> from palopt.sim.profile import ClusterProfile
+    >>> from palopt.sim.trace import TraceJob
+    >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+    >>> trace = [TraceJob("a", 2, 0.0, 100.0, "m", "A", 1.0),
+    ...          TraceJob("b", 1, 0.0, 30.0, "m", "A", 1.0)]
+    >>> res = simulate(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
+    >>> print(round_table(res)[["round", "time", "busy_gpus", "running", "waiting"]])
+       round   time  busy_gpus  running  waiting
+    0      0    0.0          2        1        1
+    1      1   60.0          2        1        1
+    2      2  120.0          1        1        0
+    3      3  180.0          0        0        0
+    """
     return pd.DataFrame([r.__dict__ for r in res.rounds])
 
 
 def format_summary(s: dict[str, Any]) -> str:
-    """The summary as aligned text lines."""
+    """The summary as aligned text lines.
+
+    Parameters
+    ----------
+    s : dict
+        A summary as :func:`summary` makes it (``solver`` and ``policy`` included).
+
+    Returns
+    -------
+    str
+        Four lines, without a final newline; JCTs and delays in hours.
+
+    Examples
+    --------
+    >>> s = {"solver": "pal", "policy": "fifo", "jobs": 2, "rounds": 4, "round_s": 60.0,
+    ...      "wall_time_s": 0.01, "avg_jct_h": 0.0417, "median_jct_h": 0.0417,
+    ...      "p99_jct_h": 0.0498, "makespan_h": 0.05, "gpu_utilisation": 0.833,
+    ...      "avg_queueing_delay_h": 0.0167, "preemptions": 0, "migrations": 0}
+    >>> print(format_summary(s))
+    placement pal, scheduler fifo: 2 tracked jobs, 4 rounds of 60 s, simulated in 0.01 s
+      JCT (h): avg 0.042  median 0.042  p99 0.050
+      makespan 0.05 h, GPU utilisation 83.3%, avg queueing delay 0.017 h
+      preemptions 0, migrations 0
+    """
     return "\n".join(
         [
             f"placement {s['solver']}, scheduler {s['policy']}: {s['jobs']} tracked jobs, "
@@ -109,7 +217,27 @@ def format_summary(s: dict[str, Any]) -> str:
 
 
 def plot_run(res: SimResult, out_dir: Path) -> list[Path]:
-    """JCT CDF and busy GPUs over time, as PNG files in ``out_dir``."""
+    """JCT CDF and busy GPUs over time, as PNG files in ``out_dir``.
+
+    The CDF covers the tracked jobs that completed. Needs matplotlib
+    (``pip install 'palopt[plot]'``).
+
+    Parameters
+    ----------
+    res : SimResult
+    out_dir : Path
+        An existing folder; ``jct_cdf.png`` and ``busy_gpus.png`` there are overwritten.
+
+    Returns
+    -------
+    list of Path
+        ``out_dir / "jct_cdf.png"`` and ``out_dir / "busy_gpus.png"``.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is missing.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
@@ -148,7 +276,43 @@ def plot_run(res: SimResult, out_dir: Path) -> list[Path]:
 def write_outputs(
     res: SimResult, out_dir: str | Path, plots: bool = True, meta: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Write ``jobs.csv``, ``rounds.csv``, ``summary.json`` and the plots; return the summary."""
+    """Write ``jobs.csv``, ``rounds.csv``, ``summary.json`` and the plots; return the summary.
+
+    Parameters
+    ----------
+    res : SimResult
+    out_dir : str or Path
+        Created (with its parents) if missing; files there of the same names are overwritten.
+    plots : bool, default True
+        Also write the plots of :func:`plot_run` (needs matplotlib).
+    meta : dict, optional
+        Settings of the run, stored under ``settings`` in the summary.
+
+    Returns
+    -------
+    dict
+        :func:`summary` of ``res``, with ``settings`` if ``meta`` was given: what
+        ``summary.json`` holds. ``jobs.csv`` is :func:`job_table` and ``rounds.csv``
+        :func:`round_table`.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.sim.engine import SimConfig, simulate
+    >>> from palopt.sim.profile import ClusterProfile
+    >>> from palopt.sim.trace import TraceJob
+    >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+    >>> trace = [TraceJob("a", 2, 0.0, 100.0, "m", "A", 1.0),
+    ...          TraceJob("b", 1, 0.0, 30.0, "m", "A", 1.0)]
+    >>> res = simulate(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     s = write_outputs(res, folder, plots=False, meta={"cluster": "1x2"})
+    ...     sorted(p.name for p in Path(folder).iterdir())
+    ['jobs.csv', 'rounds.csv', 'summary.json']
+    >>> s["jobs"], s["settings"]
+    (2, {'cluster': '1x2'})
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     s = summary(res)

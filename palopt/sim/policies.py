@@ -140,6 +140,18 @@ POLICIES: dict[str, Callable[..., Any]] = {
 def get_policy(name: str | SchedulingPolicy) -> SchedulingPolicy:
     """A scheduling policy by name (case-insensitive), or the object itself.
 
+    Parameters
+    ----------
+    name : str or SchedulingPolicy
+        ``fifo``, ``las``, ``srtf`` or ``tiresias`` (see :data:`POLICIES`), or a policy object,
+        returned as it is.
+
+    Returns
+    -------
+    SchedulingPolicy
+        A new policy with its default settings (Tiresias: thresholds 3,600 and 36,000
+        GPU-seconds, no promotion), or ``name`` itself if it is not a string.
+
     Raises
     ------
     InputError

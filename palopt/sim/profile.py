@@ -76,11 +76,40 @@ def load_profile(
       the values and placement ranks by their levels (:func:`palopt.variability.bin_profile`
       with ``binning``).
 
+    Parameters
+    ----------
+    path : str or Path
+        A CSV file, or a JSON file (by its ``.json`` suffix, any case).
+    topology : Topology
+        The cluster. A CSV has one row per GPU in topology order (rows are first sorted by
+        ``GPU_ID`` if there is that column).
+    seed : int, default 0
+        Seed of the draw of JSON profile GPUs onto the cluster (unused for a CSV).
+    binning : {"kmeans", "artifact"}
+        Rule that makes the ranked levels of a JSON profile (unused for a CSV).
+
+    Returns
+    -------
+    ClusterProfile
+        ``rank`` and ``charge`` of shape ``(n_classes, n_gpus)``, classes in the file's order.
+
     Raises
     ------
     InputError
         For a wrong number of rows, no ``PerfVar_`` column, non-positive values, or a profile
-        too small for the cluster.
+        too small for the cluster; also for an unknown ``binning``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from palopt.topology import build_cluster
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     csv = Path(folder, "profile.csv")
+    ...     _ = csv.write_text("GPU_ID,PerfVar_A,sf_A\\n1,1.31,1.3\\n0,1.02,1.0\\n")
+    ...     p = load_profile(csv, build_cluster(1, 1, 2))
+    >>> p.classes, p.rank.tolist(), p.charge.tolist()
+    (('A',), [[1.0, 1.3]], [[1.02, 1.31]])
     """
     if binning not in METHODS:
         raise InputError("binning", binning, f"must be one of {', '.join(METHODS)}")
@@ -124,6 +153,28 @@ def correlated_profile(
     ``slowdown[c, g] = exp(sigma_c * (rho * z_g + sqrt(1 - rho**2) * e_cg))`` with ``z`` (the
     GPU's common speed) and ``e`` standard normal: a slow GPU tends to be slow for every
     class, as real GPUs are. Values are then divided by each class's median.
+
+    Parameters
+    ----------
+    n_gpus : int
+    classes : tuple of str
+    sigma : float or tuple of float
+        Spread of the log-slowdowns: one for every class, or one per class (non-negative).
+    rho : float
+        Correlation of the log-slowdowns across classes, from -1 to 1 (1: the same GPU order
+        for every class; 0: independent).
+    seed : int
+        Seed of ``numpy.random.default_rng``.
+
+    Returns
+    -------
+    ClusterProfile
+        ``rank`` and ``charge`` are the same ``(len(classes), n_gpus)`` array.
+
+    Raises
+    ------
+    InputError
+        For ``rho`` outside -1 to 1, a negative ``sigma``, or a negative or non-integer seed.
 
     Examples
     --------

@@ -188,7 +188,14 @@ def extra_jobs(
     Returns
     -------
     tuple of TraceJob
-        With ids ``x<k>`` and ``tracked=False``.
+        With ids ``x<k>`` and ``tracked=False``; empty if ``trace`` is empty or ``count < 1``.
+
+    Examples
+    --------
+    >>> trace = [TraceJob("a", 2, 0.0, 100.0, "vgg19", "classC", 1.0),
+    ...          TraceJob("b", 1, 60.0, 30.0, "vgg19", "classC", 1.0)]
+    >>> [(j.id, j.num_gpus, j.submit_time, j.tracked) for j in extra_jobs(trace, 3)]
+    [('x0', 2, 320.0, False), ('x1', 1, 3705.0, False), ('x2', 2, 6303.0, False)]
     """
     if not trace or count <= 0:
         return ()
@@ -202,7 +209,28 @@ def extra_jobs(
 
 
 def gpu_count_distribution(traces: Sequence[Sequence[TraceJob]]) -> tuple[np.ndarray, np.ndarray]:
-    """Empirical distribution of GPU counts over traces: (sizes, probabilities)."""
+    """Empirical distribution of GPU counts over traces: (sizes, probabilities).
+
+    Parameters
+    ----------
+    traces : sequence of sequence of TraceJob
+        Every job of every trace counts once.
+
+    Returns
+    -------
+    sizes : numpy.ndarray
+        The distinct GPU counts, ascending (``int64``).
+    probs : numpy.ndarray
+        The share of jobs with each count (sums to 1).
+
+    Examples
+    --------
+    >>> a = TraceJob("a", 2, 0.0, 100.0, "vgg19", "classC", 1.0)
+    >>> b = TraceJob("b", 1, 0.0, 100.0, "vgg19", "classC", 1.0)
+    >>> sizes, probs = gpu_count_distribution([[a, b], [a]])
+    >>> sizes.tolist(), probs.round(3).tolist()
+    ([1, 2], [0.333, 0.667])
+    """
     counts = np.array([j.num_gpus for t in traces for j in t], dtype=np.int64)
     sizes, freq = np.unique(counts, return_counts=True)
     return sizes, freq / freq.sum()
@@ -230,6 +258,35 @@ def synthetic_trace(
     ``60 * 10**U(1.5, 3)``; base iteration time 1 s (iterations = seconds); one class.
     ``tracked = (start, stop)`` tracks only jobs ``start <= k < stop`` (the others warm the
     cluster up or keep it loaded); default: all.
+
+    Parameters
+    ----------
+    n_jobs : int
+        Number of jobs, at least 1.
+    load_per_hour : float
+        Mean arrivals per hour (positive); the first job arrives at time 0.
+    seed : int
+        Seed of ``numpy.random.default_rng``.
+    sizes : numpy.ndarray
+        GPU counts to draw from.
+    probs : numpy.ndarray
+        Probability of each of ``sizes`` (as :func:`gpu_count_distribution` gives them).
+    job_class : str, default "classA"
+    max_gpus : int, optional
+        Larger draws are cut to this count (e.g. the cluster's GPUs).
+    tracked : tuple of int, optional
+        ``(start, stop)``: the range of job numbers that are tracked.
+
+    Returns
+    -------
+    tuple of TraceJob
+        In submit order, with ids ``"0"``, ``"1"``, ..., model ``"synthetic"``, whole-second
+        submit times and durations.
+
+    Raises
+    ------
+    InputError
+        For ``n_jobs < 1``, a load that is not positive, or a negative or non-integer seed.
 
     Examples
     --------

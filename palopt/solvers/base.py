@@ -73,7 +73,37 @@ _SOLVER_MODULES = (
 def register(
     name: str, factory: Callable[..., Solver], description: str, requires: Sequence[str] = ()
 ) -> None:
-    """Add a solver to the registry (a module-level call in the solver's module)."""
+    """Add a solver to the registry (a module-level call in the solver's module).
+
+    Parameters
+    ----------
+    name : str
+        Registry name, as given to :func:`get_solver` and :func:`solve`. A name already
+        registered is replaced.
+    factory : callable
+        Called as ``factory(**config)`` by :func:`get_solver` with the solver options; returns
+        a :class:`Solver`.
+    description : str
+        One line, shown by :func:`list_solvers`.
+    requires : sequence of str, default ()
+        Modules the solver needs. If one cannot be imported, :func:`list_solvers` leaves the
+        solver out (by default) and :func:`get_solver` raises ``ImportError``.
+
+    Examples
+    --------
+    >>> class Packed:
+    ...     name = "packed-again"
+    ...     def solve(self, instance, *, time_limit=None, seed=None):
+    ...         return solve(instance, "packed-nonsticky", seed=seed)
+    >>> register("packed-again", Packed, "Packed, under another name")
+    >>> try:
+    ...     print(get_solver("packed-again").name)
+    ... finally:
+    ...     del _REGISTRY["packed-again"]  # leave the registry as it was
+    packed-again
+    >>> "packed-again" in [s.name for s in list_solvers()]
+    False
+    """
     _REGISTRY[name] = SolverInfo(name, factory, description, tuple(requires))
 
 
@@ -231,12 +261,40 @@ def build_result(
 
     Parameters
     ----------
+    instance : Instance
+        The instance solved.
+    solver : str
+        Registry name of the solver, copied into the result.
     chosen : dict
         Queue position -> GPU indices for placed jobs.
     reasons : dict
         Queue position -> reason for unplaced jobs (a default reason is used otherwise).
     started : float
         ``time.perf_counter()`` when the solve began.
+    status : str, default Status.HEURISTIC
+        One of :class:`~palopt.result.Status`.
+    bound : float, optional
+        A proven lower bound on the objective (exact solvers).
+    settings : dict, optional
+        The solver's configuration; copied into the result (default: empty).
+
+    Returns
+    -------
+    PlacementResult
+        One placement per queued job, in queue order; ``objective`` is the sum of
+        ``weight * cost`` over the placed jobs, ``wall_time`` the seconds since ``started``.
+
+    Examples
+    --------
+    >>> import time
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 2, "A"), Job("b", 4, "A")))
+    >>> r = build_result(inst, "mine", {0: np.array([2, 3])}, {1: "too big"}, time.perf_counter())
+    >>> r.status, r.objective, r.n_placed, r.assignment()
+    ('heuristic', 1.0, 1, {'a': (2, 3)})
+    >>> r.placements[1].reason
+    'too big'
     """
     positions = range(len(instance.queue))
     placements = job_placements(

@@ -24,6 +24,11 @@ __all__ = ["lower_bound", "single_gpu_costs"]
 def single_gpu_costs(rnd: Round) -> tuple[list[int], np.ndarray, np.ndarray]:
     """Commodities of 1-GPU jobs and their per-GPU costs on the free GPUs.
 
+    Parameters
+    ----------
+    rnd : Round
+        The round whose open 1-GPU jobs are grouped; its ``free`` mask gives the GPUs.
+
     Returns
     -------
     counts : list of int
@@ -31,7 +36,20 @@ def single_gpu_costs(rnd: Round) -> tuple[list[int], np.ndarray, np.ndarray]:
     gpus : numpy.ndarray
         The free GPU indices.
     cost : numpy.ndarray
-        ``cost[m, i]``: weighted cost of a commodity-``m`` job on ``gpus[i]``.
+        ``cost[m, i]``: weighted cost of a commodity-``m`` job on ``gpus[i]``: its weight
+        times its slowdown there times the penalty of the lowest tier (a float array of shape
+        ``(len(counts), len(gpus))``).
+
+    Examples
+    --------
+    >>> from palopt import Instance, Job, build_cluster
+    >>> from palopt.solvers.round import make_round
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.1]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]),
+    ...                 (Job("a", 1, "A"), Job("b", 2, "A"), Job("c", 1, "A", weight=2.0)))
+    >>> counts, gpus, cost = single_gpu_costs(make_round(inst))
+    >>> counts, gpus.tolist(), cost.tolist()
+    ([1, 1], [0, 1, 2, 3], [[1.0, 1.3, 1.0, 1.1], [2.0, 2.6, 2.0, 2.2]])
     """
     inst = rnd.instance
     gpus = np.flatnonzero(rnd.free)
@@ -44,6 +62,17 @@ def single_gpu_costs(rnd: Round) -> tuple[list[int], np.ndarray, np.ndarray]:
 
 def lower_bound(rnd: Round) -> float:
     """A lower bound on the weighted cost of the open jobs of ``rnd`` (see the module docs).
+
+    Parameters
+    ----------
+    rnd : Round
+        The round whose open jobs are bounded (fixed jobs are not counted).
+
+    Returns
+    -------
+    float
+        At most the least total ``weight * cost`` of any placement of the open jobs on the
+        round's free GPUs; 0.0 when there are no open jobs.
 
     Examples
     --------

@@ -226,6 +226,11 @@ def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
     jobs then placed optimally; and queue order with packing, jobs of at least a rack's GPUs
     (a group of the tier below the top) last.
 
+    Parameters
+    ----------
+    rnd : Round
+        The round whose open jobs are placed, on its free GPUs (fixed jobs are left out).
+
     Returns
     -------
     dict

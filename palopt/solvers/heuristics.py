@@ -217,6 +217,22 @@ def choose_pal(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarray 
     -------
     numpy.ndarray or None
         ``n`` distinct free GPU indices, or ``None`` if the policy finds no placement.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, build_cluster
+    >>> topo = build_cluster(1, 2, 2)
+    >>> inst = Instance(topo, ("A",), np.array([[1.0, 1.2, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 1.7, 1.7]]), ())
+    >>> pool = FreePool(inst)
+    >>> walk = (pal_walk_ranks(pool.values[0], pool.first_seen[0], 1.0, 1.7, False),)
+    >>> ctx = RoundContext(np.random.default_rng(0), False, walk)
+    >>> choose_pal(pool, 0, 2, ctx).tolist()
+    [2, 3]
+    >>> pool.take(np.array([3]))  # now a slower GPU within one server beats two servers
+    >>> choose_pal(pool, 0, 2, ctx).tolist(), choose_pmfirst(pool, 0, 2, ctx).tolist()
+    ([0, 1], [0, 2])
     """
     if n == 1 or n > pool.max_server_size:
         return pool.pm_first(c, n, best_fit=ctx.fixed)
@@ -282,6 +298,20 @@ def choose_packed(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarr
     -------
     numpy.ndarray or None
         ``n`` distinct free GPU indices, or ``None`` if the policy finds no placement.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, build_cluster
+    >>> topo = build_cluster(1, 2, 2)
+    >>> inst = Instance(topo, ("A",), np.ones((1, 4)), np.array([[1.0, 1.7, 1.7]]), ())
+    >>> pool = FreePool(inst)
+    >>> pool.take(np.array([0]))  # server 0 has one free GPU, server 1 two
+    >>> ctx = RoundContext(np.random.default_rng(0))
+    >>> [choose_packed(pool, 0, n, ctx).tolist() for n in (1, 2, 3)]
+    [[1], [2, 3], [2, 3, 1]]
+    >>> choose_packed(pool, 0, 4, ctx) is None
+    True
     """
     if pool.n_free < n:
         return None
@@ -322,6 +352,23 @@ def choose_random(pool: FreePool, c: int, n: int, ctx: RoundContext) -> np.ndarr
     -------
     numpy.ndarray or None
         ``n`` distinct free GPU indices, or ``None`` if the policy finds no placement.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, build_cluster
+    >>> topo = build_cluster(1, 2, 2)
+    >>> inst = Instance(topo, ("A",), np.ones((1, 4)), np.array([[1.0, 1.7, 1.7]]), ())
+    >>> pool = FreePool(inst)
+    >>> pool.take(np.array([0]))
+    >>> gpus = choose_random(pool, 0, 2, RoundContext(np.random.default_rng(0)))
+    >>> len(set(gpus.tolist())), bool(pool.free[gpus].all())
+    (2, True)
+    >>> again = choose_random(pool, 0, 2, RoundContext(np.random.default_rng(0)))
+    >>> again.tolist() == gpus.tolist()  # the same seed, the same draw
+    True
+    >>> choose_random(pool, 0, 4, RoundContext(np.random.default_rng(0))) is None
+    True
     """
     if pool.n_free < n:
         return None

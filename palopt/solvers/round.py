@@ -46,6 +46,17 @@ MODES = ("prefix", "choose")
 def admitted_prefix(instance: Instance) -> int:
     """Length of the longest queue prefix whose total demand fits the available GPUs.
 
+    Parameters
+    ----------
+    instance : Instance
+        Its queue, in order, and its available (not busy) GPUs.
+
+    Returns
+    -------
+    int
+        The number of jobs in the prefix (0 if the first job does not fit); the prefix is
+        ``instance.queue[:n]``.
+
     Examples
     --------
     >>> import numpy as np
@@ -61,6 +72,18 @@ def admitted_prefix(instance: Instance) -> int:
 
 def select_positions(instance: Instance, mode: str = "prefix") -> tuple[int, ...]:
     """Queue positions the round places, by ``mode`` (see the module documentation).
+
+    Parameters
+    ----------
+    instance : Instance
+    mode : {"prefix", "choose"}, default "prefix"
+        ``"prefix"``: the admitted prefix (:func:`admitted_prefix`). ``"choose"``: the
+        first-fit set, each job in queue order taken if it still fits.
+
+    Returns
+    -------
+    tuple of int
+        The selected queue positions, ascending.
 
     Raises
     ------
@@ -148,6 +171,24 @@ def make_round(instance: Instance, mode: str = "prefix", keep_running: bool = Fa
     Returns
     -------
     Round
+
+    Raises
+    ------
+    InputError
+        For an unknown mode.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.ones((1, 4)), np.ones((1, 3)),
+    ...                 (Job("r", 2, "A", current_gpus=(0, 1)), Job("a", 1, "A")))
+    >>> rnd = make_round(inst)
+    >>> rnd.positions, rnd.fixed, rnd.open_positions, rnd.free.tolist()
+    ((0, 1), {}, (0, 1), [True, True, True, True])
+    >>> rnd = make_round(inst, keep_running=True)
+    >>> {p: g.tolist() for p, g in rnd.fixed.items()}, rnd.open_positions, rnd.free.tolist()
+    ({0: [0, 1]}, (1,), [False, False, True, True])
     """
     positions = select_positions(instance, mode)
     fixed: dict[int, np.ndarray] = {}
@@ -206,14 +247,59 @@ def unselected_reasons(rnd: Round, mode: str) -> dict[int, str]:
 
 
 def dense_groups(instance: Instance) -> list[np.ndarray]:
-    """Per tier, each GPU's group as a dense id ``0..n_groups-1`` (ascending with the raw id)."""
+    """Per tier, each GPU's group as a dense id ``0..n_groups-1`` (ascending with the raw id).
+
+    Parameters
+    ----------
+    instance : Instance
+        Its topology's ``groups`` (one row of raw group ids per tier) are renumbered.
+
+    Returns
+    -------
+    list of numpy.ndarray
+        One ``int64`` array of length ``n_gpus`` per tier, lowest tier first.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, build_cluster
+    >>> inst = Instance(build_cluster(2, 2, 2), ("A",), np.ones((1, 8)), np.ones((1, 3)), ())
+    >>> [g.tolist() for g in dense_groups(inst)]
+    [[0, 0, 1, 1, 2, 2, 3, 3], [0, 0, 0, 0, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0, 0, 0]]
+    """
     return [
         np.unique(row, return_inverse=True)[1].astype(np.int64) for row in instance.topology.groups
     ]
 
 
 def round_cost(instance: Instance, chosen: dict[int, np.ndarray]) -> float:
-    """Weighted cost of the jobs placed in ``chosen`` (queue position -> GPU indices)."""
+    """Weighted cost of the jobs placed in ``chosen`` (queue position -> GPU indices).
+
+    Parameters
+    ----------
+    instance : Instance
+    chosen : dict
+        Queue position -> GPU indices; jobs not in it are not counted.
+
+    Returns
+    -------
+    float
+        The sum of ``weight * cost`` over the jobs in ``chosen`` (0.0 if it is empty), the cost
+        of a job being its slowest GPU's slowdown times the penalty of the lowest tier holding
+        its GPUs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]),
+    ...                 (Job("a", 1, "A"), Job("b", 2, "A", weight=3.0)))
+    >>> round_cost(inst, {0: np.array([1]), 1: np.array([2, 3])})  # 1.3 + 3 * 1.0
+    4.3
+    >>> round_cost(inst, {1: np.array([0, 2])})  # across servers: 3 * 1.0 * 2.0
+    6.0
+    """
     if not chosen:
         return 0.0
     jobs = [instance.queue[p] for p in chosen]

@@ -34,6 +34,20 @@ def new_highs() -> Any:
     HiGHS prints a banner on the process's standard output when the first instance is made,
     which would corrupt a caller's output (``palopt solve --format json``); the file descriptor
     is pointed at the null device for that moment.
+
+    Returns
+    -------
+    highspy.Highs
+        An empty model with ``output_flag`` off and ``threads`` set to 1.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> h = new_highs()
+    >>> _ = h.addCol(2.0, 1.0, 3.0, 0, np.array([], dtype=np.int32), np.array([]))  # 1 <= x <= 3
+    >>> _ = h.run()  # minimise 2 x, printing nothing
+    >>> h.getInfo().objective_function_value
+    2.0
     """
     import highspy
 
@@ -89,6 +103,18 @@ def transport_bound(counts: list[int], cost: np.ndarray) -> float:
     """A lower bound on the least cost of :func:`transport`, equal to it up to the LP's
     tolerances (see the module documentation; exact for a single row, and without ``highspy``
     the independent per-row bound).
+
+    Parameters
+    ----------
+    counts : list of int
+        Units per row (commodity); their sum must not exceed the number of columns.
+    cost : numpy.ndarray
+        ``(rows, columns)`` costs.
+
+    Returns
+    -------
+    float
+        The bound; 0.0 if ``counts`` is empty or all zero.
 
     Examples
     --------

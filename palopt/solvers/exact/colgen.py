@@ -481,6 +481,18 @@ def column_generation(
     Returns
     -------
     ColumnGeneration
+
+    Examples
+    --------
+    >>> from palopt import Instance, Job, build_cluster
+    >>> from palopt.solvers.round import make_round
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 2, "A"), Job("b", 2, "A")))
+    >>> rnd = make_round(inst)
+    >>> start = {0: np.array([0, 2]), 1: np.array([1, 3])}  # both jobs across servers
+    >>> cg = column_generation(rnd, start, time_limit=1.0)
+    >>> cg.converged, round(cg.bound, 6), round(cg.lp_value, 6)  # one job on the slow GPU
+    (True, 2.3, 2.3)
     """
     master = Master(rnd, start, seed_columns)
     bound, lp_value, converged, it, work = master.solve(
@@ -517,10 +529,29 @@ def round_columns(rnd: Round, cg: ColumnGeneration) -> dict[int, np.ndarray]:
     still open and its GPUs free; the other multi-GPU jobs placed greedily, largest first, and
     the 1-GPU jobs assigned optimally to the GPUs left.
 
+    Parameters
+    ----------
+    rnd : Round
+        The round ``cg`` was run on.
+    cg : ColumnGeneration
+        Its column generation (:func:`column_generation`): columns and their LP weights.
+
     Returns
     -------
     dict
         Queue position -> GPU indices, for every open position of ``rnd``.
+
+    Examples
+    --------
+    >>> from palopt import Instance, Job, build_cluster
+    >>> from palopt.solvers.round import make_round
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 2, "A"), Job("b", 2, "A")))
+    >>> rnd = make_round(inst)
+    >>> cg = column_generation(rnd, {0: np.array([0, 2]), 1: np.array([1, 3])}, 1.0)
+    >>> placed = round_columns(rnd, cg)
+    >>> sorted(g.tolist() for g in placed.values())
+    [[0, 1], [2, 3]]
     """
     items = sorted(
         (
@@ -572,6 +603,18 @@ def lagrangian_bound(
         The best bound over the prices tried.
     steps : int
         Subgradient steps made.
+
+    Examples
+    --------
+    >>> from palopt import Instance, Job, build_cluster
+    >>> from palopt.solvers.round import make_round
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 2, "A"), Job("b", 2, "A")))
+    >>> rnd = make_round(inst)
+    >>> round(lagrangian_bound(rnd, 2.3, iterations=1)[0], 6)  # zero prices: each job alone
+    2.0
+    >>> round(lagrangian_bound(rnd, 2.3, time_limit=1.0)[0], 6)  # the optimum here
+    2.3
     """
     started = time.perf_counter()
     inst = rnd.instance

@@ -244,6 +244,24 @@ def build_model(
     Returns
     -------
     PlacementModel
+
+    Examples
+    --------
+    >>> from palopt import Instance, Job, build_cluster
+    >>> from palopt.solvers.greedy import greedy_assignment
+    >>> from palopt.solvers.round import make_round, round_cost
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 1, "A"), Job("b", 2, "A")))
+    >>> rnd = make_round(inst)
+    >>> chosen = greedy_assignment(rnd)
+    >>> model = build_model(rnd, 1e6, upper_bound=round_cost(inst, chosen))
+    >>> build_model(rnd, 1e6).n_patterns, model.n_patterns  # the bound leaves out three
+    (4, 1)
+    >>> start = model.start(chosen, rnd)
+    >>> model.sparse.satisfied(start), model.sparse.value(start) / model.scale
+    (True, 2.0)
+    >>> {p: g.tolist() for p, g in sorted(model.decode(start).items())}
+    {0: [0], 1: [2, 3]}
     """
     inst = rnd.instance
     topo = inst.topology

@@ -326,7 +326,51 @@ def price_all(
     """Price every job at ``p_sep``: the sum of their least ``cost + p_sep(S)`` (cut prices
     included) and the columns (the best of each tier) whose reduced cost at the LP duals
     ``(mu, p)`` is negative. Jobs of one class, size and weight share one pricing (their duals
-    ``mu`` only shift it)."""
+    ``mu`` only shift it).
+
+    Parameters
+    ----------
+    pricer : Pricer
+        The pricer of the round; its cut prices (:meth:`Pricer.set_cut_prices`) are charged.
+    inst : Instance
+        The round's instance.
+    multi : list of int
+        Queue positions of the multi-GPU jobs, in the order of the master's job rows.
+    cls : numpy.ndarray
+        Class index of each queue position (:meth:`Instance.job_class_indices`).
+    p_sep : numpy.ndarray
+        The prices to price at (>= 0), one per free position.
+    p : numpy.ndarray
+        The LP's GPU prices (>= 0), one per free position.
+    mu : numpy.ndarray
+        The LP's convexity duals, one per job of ``multi``.
+    tolerance : float
+        A column is returned if its reduced cost at ``(mu, p)`` is below ``-tolerance``.
+
+    Returns
+    -------
+    value : float
+        The sum over the jobs of their least ``cost + p_sep(S)`` (plus cut charges); ``inf``
+        if a job has no set.
+    new : list of (int, Column)
+        Index into ``multi`` and a column of that job, for each column found.
+
+    Examples
+    --------
+    >>> from palopt import Instance, Job, build_cluster
+    >>> from palopt.solvers.round import make_round
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 2, "A"), Job("b", 2, "A")))
+    >>> rnd = make_round(inst)
+    >>> pricer, cls = Pricer(rnd), inst.job_class_indices()
+    >>> p = np.zeros(4)
+    >>> price_all(pricer, inst, [0, 1], cls, p, p, np.zeros(2), 1e-7)  # each job alone
+    (2.0, [])
+    >>> p = np.array([0.0, 0.0, 0.5, 0.5])  # server 1's GPUs priced: server 0 is cheaper now
+    >>> value, new = price_all(pricer, inst, [0, 1], cls, p, p, np.array([2.0, 1.0]), 1e-7)
+    >>> value, [(j, col.gpus.tolist(), col.cost) for j, col in new]
+    (2.6, [(0, [0, 1], 1.3)])
+    """
     value = 0.0
     new: list[tuple[int, Column]] = []
     priced: dict[tuple[int, int, float], tuple[float, list[tuple[float, Column]]]] = {}

@@ -46,10 +46,29 @@ def regions(rnd: Round, region_gpus: int = 32) -> list[np.ndarray]:
     Groups of the highest tier below the cluster whose groups hold at most ``region_gpus`` GPUs
     are taken in order and merged, neighbours together, until a region reaches that size.
 
+    Parameters
+    ----------
+    rnd : Round
+        Its ``free`` mask gives the GPUs to cover.
+    region_gpus : int, default 32
+        About how many GPUs a region holds: a region is closed once it holds at least this
+        many, so it can hold more (the last one fewer).
+
     Returns
     -------
     list of numpy.ndarray
         Boolean masks over the topology's GPUs, each holding free GPUs.
+
+    Examples
+    --------
+    >>> from palopt import Instance, build_cluster
+    >>> from palopt.solvers.round import make_round
+    >>> inst = Instance(build_cluster(2, 2, 2), ("A",), np.ones((1, 8)), np.ones((1, 3)), ())
+    >>> rnd = make_round(inst)
+    >>> [np.flatnonzero(r).tolist() for r in regions(rnd, 2)]  # servers
+    [[0, 1], [2, 3], [4, 5], [6, 7]]
+    >>> [np.flatnonzero(r).tolist() for r in regions(rnd, 3)]  # two servers reach 3
+    [[0, 1, 2, 3], [4, 5, 6, 7]]
     """
     groups = dense_groups(rnd.instance)
     free = np.flatnonzero(rnd.free)
@@ -114,6 +133,20 @@ def reoptimise_regions(
         A placement of the same jobs costing no more than ``chosen``.
     int
         The work done (as counted for ``max_work``).
+
+    Examples
+    --------
+    >>> from palopt import Instance, Job, build_cluster
+    >>> from palopt.solvers.exact.milp import MilpSolver
+    >>> from palopt.solvers.round import make_round
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.ones((1, 4)),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 2, "A"), Job("b", 2, "A")))
+    >>> rnd = make_round(inst)
+    >>> start = {0: np.array([0, 2]), 1: np.array([1, 3])}  # both jobs across servers
+    >>> run = MilpSolver(backend="highs").run  # the back end: a MILP solved by HiGHS
+    >>> best, work = reoptimise_regions(rnd, start, run, 1e6, time_limit=2.0, region_gpus=2)
+    >>> sorted(g.tolist() for g in best.values()), round_cost(inst, best)
+    ([[0, 1], [2, 3]], 2.0)
     """
     started = time.perf_counter()
     inst = rnd.instance

@@ -222,7 +222,26 @@ BACKEND_SEEDS = 2**31 - 1
 
 def seconds_left(deadline: float) -> float:
     """Seconds until ``deadline`` (a :func:`time.perf_counter` value), at least 10 ms: what a
-    back end may give its solver after building the model."""
+    back end may give its solver after building the model.
+
+    Parameters
+    ----------
+    deadline : float
+        A :func:`time.perf_counter` value.
+
+    Returns
+    -------
+    float
+        Seconds from now to ``deadline``, or 0.01 if that is less (the deadline passed).
+
+    Examples
+    --------
+    >>> import time
+    >>> seconds_left(time.perf_counter() - 1.0)
+    0.01
+    >>> 4.0 < seconds_left(time.perf_counter() + 5.0) <= 5.0
+    True
+    """
     return max(deadline - time.perf_counter(), 0.01)
 
 

@@ -65,6 +65,20 @@ def improve(
         A placement of the same jobs costing no more than ``chosen``.
     int
         The work done (as counted for ``max_work``).
+
+    Examples
+    --------
+    >>> from palopt import Instance, Job, build_cluster
+    >>> from palopt.solvers.round import make_round
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.ones((1, 4)),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 2, "A"), Job("b", 2, "A")))
+    >>> rnd = make_round(inst)
+    >>> start = {0: np.array([0, 2]), 1: np.array([1, 3])}  # both jobs across servers
+    >>> round_cost(inst, start)
+    4.0
+    >>> best, work = improve(rnd, start, time_limit=1.0, seed=0)
+    >>> sorted(g.tolist() for g in best.values()), round_cost(inst, best)
+    ([[0, 1], [2, 3]], 2.0)
     """
     started = time.perf_counter()
     inst = rnd.instance
