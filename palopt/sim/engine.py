@@ -338,7 +338,6 @@ class Simulator:
                 )
         self.jobs = JobTable(self.trace, self.class_index)
         self._n_extra = 0
-        self.time = 0.0
         self.round = 0
         self._next_arrival = 0  # index of the next job to admit
         self.active: list[int] = []  # admitted, not done, admission order
@@ -367,6 +366,11 @@ class Simulator:
             job = Job(t.id, t.num_gpus, t.job_class, current_gpus=self.jobs.gpus[j])
             self._job_obj[j] = job
         return job
+
+    @property
+    def time(self) -> float:
+        """Start of the current round, in seconds: round ``k`` starts at ``k x round_s``."""
+        return float(self.round * self.config.round_s)
 
     @property
     def finished(self) -> bool:
@@ -632,7 +636,6 @@ class Simulator:
         else:
             self._idle_rounds = 0
         self.round += 1
-        self.time = self.round * R
         if not self.active and not self.finished:
             self._skip_to_next_arrival()
         return record
@@ -681,7 +684,7 @@ class Simulator:
             self.rounds.append(
                 RoundRecord(
                     self.round + k,
-                    (self.round + k) * R,
+                    float((self.round + k) * R),
                     last.busy_gpus,
                     last.running,
                     last.waiting,
@@ -695,7 +698,6 @@ class Simulator:
                 )
             )
         self.round += skip
-        self.time = self.round * R
 
     def _skip_to_next_arrival(self) -> None:
         """Jump over empty rounds (nothing running or waiting) to the next arrival's round."""
@@ -703,9 +705,7 @@ class Simulator:
         if self._next_arrival >= len(jt):
             return
         target = math.ceil(jt.submit[self._next_arrival] / R)
-        if target > self.round:
-            self.round = target
-            self.time = target * R
+        self.round = max(self.round, target)
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
         """Step until every tracked job has completed.
