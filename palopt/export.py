@@ -118,7 +118,8 @@ def local_index(topology: Topology, gpu: int) -> int:
     """The CUDA index of a GPU within its server.
 
     The GPU node's ``local`` attribute (set from ``nvidia-smi`` by the importers, and by
-    :func:`~palopt.topology.build_cluster`), else its position among its server's GPUs.
+    :func:`~palopt.topology.build_cluster`), else its position among its server's GPUs in the
+    order the topology graph lists them (a server's GPUs have ``local`` indices all or none).
     These are physical indices (``nvidia-smi`` numbering; CUDA uses it with
     ``CUDA_DEVICE_ORDER=PCI_BUS_ID``): apply them where devices are not renumbered, e.g. on whole
     nodes, not inside a Slurm step whose cgroup already hides the other GPUs.
@@ -133,7 +134,7 @@ def local_index(topology: Topology, gpu: int) -> int:
     -------
     int
         The GPU's ``local`` attribute if it has one, else its position among its server's
-        GPUs (from 0).
+        GPUs (from 0, in the order the graph lists them).
 
     Examples
     --------
@@ -217,7 +218,8 @@ def format_slurm(result: PlacementResult, instance: Instance) -> str:
     Raises
     ------
     InputError
-        For a job id with a tab or line break, or a server name Slurm cannot take.
+        For a job id that starts with ``#`` or holds a tab or line break, or a server name
+        Slurm cannot take.
 
     Examples
     --------
@@ -234,6 +236,8 @@ def format_slurm(result: PlacementResult, instance: Instance) -> str:
     for p in result.placements:
         if any(c in p.job_id for c in "\t\r\n"):
             raise InputError("job id", p.job_id, "a tab or line break would split the line")
+        if p.job_id.startswith("#"):
+            raise InputError("job id", p.job_id, "a leading # would make the line a comment")
     lines = ["# job\taction\tnodelist\tcuda_visible_devices"]
     for a in slurm_allocations(result, instance):
         devices = ";".join(f"{s}={d}" for s, d in a.devices)

@@ -28,7 +28,7 @@ MAX_HOSTS = 2**20
 
 __all__ = ["expand_hostlist", "compress_hostlist"]
 
-_TRAILING = re.compile(r"^(.*?)(\d+)$")
+_TRAILING = re.compile(r"^(.*?)([0-9]+)$")
 
 
 def _split_top(text: str) -> list[str]:
@@ -63,22 +63,23 @@ def _split_top(text: str) -> list[str]:
     return items
 
 
-def _expand_bracket(body: str) -> list[str]:
-    out: list[str] = []
+def _ranges(body: str) -> list[tuple[int, int, int]]:
+    """The ``(first, last, width)`` of each number or range of a bracket's body, checked."""
+    out: list[tuple[int, int, int]] = []
     for part in body.split(","):
         lo, sep, hi = part.partition("-")
         if not lo.isdigit() or (sep and not hi.isdigit()):
             raise ValueError(f"bad range {part!r} (expected N or N-M with digits)")
-        if not sep:
-            out.append(lo)
-            continue
-        a, b = int(lo), int(hi)
+        a, b = int(lo), int(hi if sep else lo)
         if a > b:
             raise ValueError(f"bad range {part!r} (start above end)")
-        if b - a >= MAX_HOSTS:
-            raise ValueError(f"range {part!r} names more than {MAX_HOSTS:,} hosts")
-        out.extend(str(v).zfill(len(lo)) for v in range(a, b + 1))
+        out.append((a, b, len(lo)))
     return out
+
+
+def _numbers(ranges: list[tuple[int, int, int]]) -> list[str]:
+    """The numbers of a bracket's ranges, each zero-padded to the width of its range's start."""
+    return [str(v).zfill(width) for a, b, width in ranges for v in range(a, b + 1)]
 
 
 def expand_hostlist(text: str, field_name: str = "hostlist") -> list[str]:
@@ -114,9 +115,13 @@ def expand_hostlist(text: str, field_name: str = "hostlist") -> list[str]:
             if not item:
                 raise ValueError("empty host name")
             pieces = re.split(r"\[([^\]]*)\]", item)
-            choices = [[p] if i % 2 == 0 else _expand_bracket(p) for i, p in enumerate(pieces)]
-            if len(names) + math.prod(map(len, choices)) > MAX_HOSTS:
+            brackets = [_ranges(p) for p in pieces[1::2]]
+            count = math.prod(sum(b - a + 1 for a, b, _ in r) for r in brackets)
+            if len(names) + count > MAX_HOSTS:
                 raise ValueError(f"names more than {MAX_HOSTS:,} hosts")
+            choices = [
+                [p] if i % 2 == 0 else _numbers(brackets[i // 2]) for i, p in enumerate(pieces)
+            ]
             names.extend("".join(combo) for combo in product(*choices))
     except ValueError as exc:
         raise InputError(field_name, text, f"bad host list: {exc}") from None
@@ -148,7 +153,7 @@ def compress_hostlist(names: Iterable[str]) -> str:
     Parameters
     ----------
     names : iterable of str
-        Host names without ``[``, ``]`` or ``,``.
+        Host names without ``[``, ``]``, ``,`` or white space.
 
     Returns
     -------
@@ -157,7 +162,8 @@ def compress_hostlist(names: Iterable[str]) -> str:
     Raises
     ------
     InputError
-        For an empty name or one containing ``[``, ``]`` or ``,``.
+        For an empty name or one containing ``[``, ``]``, ``,`` or white space (they would
+        not expand back to the names).
 
     Examples
     --------
@@ -167,8 +173,10 @@ def compress_hostlist(names: Iterable[str]) -> str:
     groups: dict[str, set[str]] = {}
     plain: set[str] = set()
     for name in names:
-        if not name or any(c in name for c in "[],"):
-            raise InputError("hostlist", name, "host names must be non-empty, without [ ] or ,")
+        if not name or any(c in "[]," or c.isspace() for c in name):
+            raise InputError(
+                "hostlist", name, "host names must be non-empty, without [ ] , or white space"
+            )
         m = _TRAILING.match(name)
         if m:
             groups.setdefault(m.group(1), set()).add(m.group(2))

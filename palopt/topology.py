@@ -56,7 +56,9 @@ class Topology:
     graph : networkx.Graph
         The cluster graph (read it, do not mutate it).
     gpu_ids, server_ids : tuple of str
-        Node names in dense index order. GPUs of one server have consecutive indices.
+        Node names in dense index order (the *topology order*): servers in the order the graph
+        lists them, and each server's GPUs, with consecutive indices, by their ``local``
+        index, or in the order the graph lists them if they have none.
     tiers : tuple of str
         Tier names, lowest first, e.g. ``("nvlink", "server", "rack", "cluster")``; ``nvlink`` is
         present only when the graph has NVLink links.
@@ -66,6 +68,8 @@ class Topology:
         Server index of each GPU.
     server_start : numpy.ndarray
         GPUs of server ``s`` are ``server_start[s]:server_start[s + 1]``.
+    switch_tier : dict
+        The tier of each switch (its ``tier`` attribute, or the name derived for its level).
 
     Examples
     --------
@@ -83,6 +87,7 @@ class Topology:
     groups: np.ndarray
     gpu_server: np.ndarray
     server_start: np.ndarray
+    switch_tier: dict[str, str] = field(repr=False)
     _gpu_index: dict[str, int] = field(repr=False)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -268,7 +273,8 @@ class Topology:
         ----------
         graph : networkx.Graph
             Nodes carry ``kind`` (gpu, server, switch); edges carry ``link`` (nvlink, pcie,
-            network). GPUs may carry ``local`` (index within the server, used for ordering).
+            network). GPUs may carry ``local`` (index within the server, for every GPU of
+            a server or none), which orders them.
         field_name : str
             Prefix for error messages.
 
@@ -281,7 +287,9 @@ class Topology:
         InputError
             For an unknown kind or link, a GPU not on exactly one server, a GPU linked to a
             switch or to a GPU of another server, an NVLink to a server or switch, a disconnected
-            graph, or switch levels with clashing tier names.
+            graph, switch levels with clashing tier names, or a ``local`` index that is not an
+            integer >= 0, is repeated in a server, or is missing where another GPU of the
+            server has one.
         """
         graph = nx.Graph(graph)
         if graph.number_of_nodes() == 0:
@@ -339,12 +347,16 @@ class Topology:
 
         server_order = {s: i for i, s in enumerate(servers)}
         server_ids = tuple(s for s in servers if any(True for _ in _gpus_of(graph, s, kind)))
-        # ``local``, where given, is the GPU's index in its server (CUDA_VISIBLE_DEVICES).
+        # ``local``, where given, is the GPU's index in its server (CUDA_VISIBLE_DEVICES): on
+        # every GPU of a server or on none (a GPU without one would be guessed at an index
+        # another GPU has).
         locals_seen: dict[tuple[str, int], str] = {}
+        numbered: dict[str, str] = {}
         for g, host in server_of.items():
             local = graph.nodes[g].get("local")
             if local is None:
                 continue
+            numbered.setdefault(host, g)
             if isinstance(local, bool) or not isinstance(local, (int, np.integer)) or local < 0:
                 raise InputError(
                     f"{field_name}.nodes[{g}].local", local, "expected an index >= 0 in its server"
@@ -355,9 +367,19 @@ class Topology:
                     f"{field_name}.nodes[{g}].local", local, f"GPU {other} of {host} has it too"
                 )
 
-        def gpu_key(g: str) -> tuple[int, int, str]:
+        for g, host in server_of.items():
+            if host in numbered and graph.nodes[g].get("local") is None:
+                raise InputError(
+                    f"{field_name}.nodes[{g}].local",
+                    None,
+                    f"missing, while GPU {numbered[host]} of {host} has one: give every GPU of "
+                    "a server its local index, or none",
+                )
+        listed = {n: i for i, n in enumerate(graph)}
+
+        def gpu_key(g: str) -> tuple[int, int]:
             local = graph.nodes[g].get("local")
-            return (server_order[server_of[g]], 1 << 30 if local is None else int(local), g)
+            return (server_order[server_of[g]], listed[g] if local is None else int(local))
 
         gpu_ids = tuple(sorted(server_of, key=gpu_key))
         gpu_index = {g: i for i, g in enumerate(gpu_ids)}
@@ -387,7 +409,9 @@ class Topology:
             members = sorted(comp)
             island[members] = members[0]
 
-        switch_tiers, switch_levels = _switch_levels(graph, kind, server_ids, field_name)
+        switch_tiers, switch_levels, switch_tier = _switch_levels(
+            graph, kind, server_ids, field_name
+        )
         rows = [island] if len(nvlinked) else []
         rows.append(gpu_server)
         rows.extend(switch_levels[:, lvl][gpu_server] for lvl in range(len(switch_tiers)))
@@ -397,7 +421,17 @@ class Topology:
             raise InputError(f"{field_name}.switch tiers", tiers, "tier names must be distinct")
         for arr in (groups, gpu_server, server_start):
             arr.setflags(write=False)
-        return cls(graph, gpu_ids, server_ids, tiers, groups, gpu_server, server_start, gpu_index)
+        return cls(
+            graph,
+            gpu_ids,
+            server_ids,
+            tiers,
+            groups,
+            gpu_server,
+            server_start,
+            switch_tier,
+            gpu_index,
+        )
 
 
 def _check_items(items: Any, keys: tuple[str, ...], field_name: str) -> None:
@@ -418,8 +452,9 @@ def _gpus_of(graph: nx.Graph, server: str, kind: dict[str, str]) -> Iterable[str
 
 def _switch_levels(
     graph: nx.Graph, kind: dict[str, str], server_ids: tuple[str, ...], field_name: str
-) -> tuple[tuple[str, ...], np.ndarray]:
-    """Tier names of the switch levels (leaves first) and each server's group at each level."""
+) -> tuple[tuple[str, ...], np.ndarray, dict[str, str]]:
+    """Tier names of the switch levels (leaves first), each server's group at each level, and
+    each switch's tier."""
     switches = [n for n in graph if kind[n] == SWITCH]
     if not switches:
         if len(server_ids) > 1:
@@ -428,7 +463,7 @@ def _switch_levels(
                 list(server_ids[:3]),
                 "several servers but no switch joins them",
             )
-        return (), np.zeros((len(server_ids), 0), dtype=np.int64)
+        return (), np.zeros((len(server_ids), 0), dtype=np.int64), {}
     roots = [s for s in switches if graph.nodes[s].get("root")] or [
         s for s in switches if graph.nodes[s].get("tier") == "cluster"
     ]
@@ -504,7 +539,7 @@ def _switch_levels(
         for d in range(max_depth + 1):
             levels[i, d] = switch_index[chain[d]] if d < len(chain) else below
     tier_names = tuple(str(n) for n in reversed(names))
-    return tier_names, levels[:, ::-1].copy()
+    return tier_names, levels[:, ::-1].copy(), {s: str(names[level[s]]) for s in switches}
 
 
 def build_cluster(

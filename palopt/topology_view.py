@@ -7,6 +7,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
+from palopt.errors import InputError
 from palopt.hostlist import compress_hostlist
 from palopt.topology import Topology
 
@@ -50,6 +51,15 @@ def _counted(values: list[int]) -> str:
     )
 
 
+def _listed(names: list[str]) -> str:
+    """Names compressed as a host list, or joined by commas as they are if one cannot be in a
+    host list (e.g. it holds a comma, a bracket or white space)."""
+    try:
+        return compress_hostlist(names)
+    except InputError:
+        return ",".join(names)
+
+
 def summarize(topology: Topology) -> str:
     """A few lines describing a topology: sizes, tiers with group sizes, server kinds, switches.
 
@@ -61,8 +71,9 @@ def summarize(topology: Topology) -> str:
     -------
     str
         Text without a final newline: a headline, one line per tier (lowest first), one line
-        per kind of server (by NVLink islands, names compressed as host lists), and the
-        switches by tier (top first) if the topology has any.
+        per kind of server (by NVLink islands), and the switches by tier (top first) if the
+        topology has any. Names are compressed as host
+        lists, or joined by commas as they are if one of them cannot be in a host list.
 
     Examples
     --------
@@ -97,25 +108,22 @@ def summarize(topology: Topology) -> str:
     lines.append("servers:")
     for sizes, names in kinds_of_server.items():
         islands = "PCIe only" if max(sizes) == 1 else "NVLink islands " + "+".join(map(str, sizes))
-        lines.append(f"  {compress_hostlist(names)}  {sum(sizes)} GPUs each, {islands}")
+        lines.append(f"  {_listed(names)}  {sum(sizes)} GPUs each, {islands}")
     if switches:
         by_tier: dict[str, list[str]] = {}
         for s in switches:
-            by_tier.setdefault(str(graph.nodes[s].get("tier", "?")), []).append(s)
+            by_tier.setdefault(topo.switch_tier[s], []).append(s)
         lines.append("switches:")
         for tier in reversed(topo.tiers):
             if tier in by_tier:
                 names = by_tier.pop(tier)
-                lines.append(f"  {tier:<7} {len(names)}: {compress_hostlist(names)}")
-        lines.extend(
-            f"  {tier:<7} {len(names)}: {compress_hostlist(names)}"
-            for tier, names in by_tier.items()
-        )
+                lines.append(f"  {tier:<7} {len(names)}: {_listed(names)}")
     return "\n".join(lines)
 
 
 def _tree_layout(topology: Topology) -> dict[str, tuple[float, float]]:
-    """GPUs in index order along the bottom row, every other node above the mean of its children."""
+    """GPUs in index order along the bottom row, every other node above the mean of its children
+    (a switch at the height of its tier)."""
     graph = topology.graph
     tier_rank = {t: i for i, t in enumerate(topology.tiers)}
     pos: dict[str, tuple[float, float]] = {
@@ -123,9 +131,7 @@ def _tree_layout(topology: Topology) -> dict[str, tuple[float, float]]:
     }
     upper = [n for n, k in graph.nodes(data="kind") if k != "gpu"]
     height = {
-        n: 1.0
-        if graph.nodes[n]["kind"] == "server"
-        else 1.0 + tier_rank.get(str(graph.nodes[n].get("tier")), len(tier_rank))
+        n: 1.0 if graph.nodes[n]["kind"] == "server" else 1.0 + tier_rank[topology.switch_tier[n]]
         for n in upper
     }
     for node in sorted(upper, key=height.__getitem__):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -89,3 +91,40 @@ def test_round_trip(names: list[str]) -> None:
     assert set(back) == set(names)
     if names:
         assert compress_hostlist(back) == text
+
+
+@pytest.mark.parametrize("name", ["big box", "a\tb", "a\u00a0b", "", "a,b", "a[1]", "b]"])
+def test_compress_rejects_names_that_would_not_expand_back(name: str) -> None:
+    # "big box,other" expanded to three hosts
+    with pytest.raises(InputError, match="white space"):
+        compress_hostlist([name, "other"])
+
+
+def test_compress_numbers_only_ascii_digits() -> None:
+    # "n\u0661" (an Arabic-Indic 1) and "n2" were written "n[\u0661-2]", which expands to n1, n2
+    names = ["n\u0661", "n2"]
+    assert set(expand_hostlist(compress_hostlist(names))) == set(names)
+
+
+@given(st.lists(st.text(max_size=5), min_size=1, max_size=8))
+def test_compress_refuses_or_round_trips(names: list[str]) -> None:
+    try:
+        text = compress_hostlist(names)
+    except InputError:
+        return
+    back = expand_hostlist(text)
+    assert len(back) == len(set(back))
+    assert set(back) == set(names)
+
+
+@pytest.mark.parametrize("text", ["n[0-1048575,0-1048575,0-1048575]", "a[0-1048575]b[0-1048575]"])
+def test_size_limit_is_checked_before_names_are_built(text: str) -> None:
+    # each range was within the limit, so 3 (or 2) x 2**20 names were built, then refused
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match="names more than 1,048,576 hosts"):
+            expand_hostlist(text)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000

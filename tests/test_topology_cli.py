@@ -13,6 +13,7 @@ import pytest
 
 from palopt.cli import main
 from palopt.cost import assert_feasible
+from palopt.errors import InputError
 from palopt.export import FRAME_COLUMNS, local_index, slurm_allocations, to_frame
 from palopt.hostlist import expand_hostlist
 from palopt.importers.assemble import assemble_topology
@@ -22,6 +23,7 @@ from palopt.instance import Instance, Job
 from palopt.io import instance_from_dict, instance_schema
 from palopt.solvers import solve
 from palopt.topology import Topology
+from palopt.topology_view import _tree_layout
 
 SAMPLES = Path(__file__).resolve().parent.parent / "instances" / "topology"
 BUILD = [
@@ -210,6 +212,48 @@ def test_solve_format_slurm(
         assert names == sorted(topo.gpu_ids[g] for g in p.gpus)
 
 
+def _one_server(locals_: list[int | None]) -> dict:
+    """An instance dict: server ``n1`` with GPUs ``n1-gpu0``, ``n1-gpu1``, ... listed in that
+    order (``local`` as given), ``n1-gpu10`` the fastest, and one 1-GPU job."""
+    names = [f"n1-gpu{i}" for i in range(len(locals_))]
+    nodes = [{"id": "n1", "kind": "server"}] + [
+        {"id": g, "kind": "gpu", **({} if k is None else {"local": k})}
+        for g, k in zip(names, locals_, strict=True)
+    ]
+    speed = [1.0] * len(names)
+    speed[10] = 0.5
+    return {
+        "format": "palopt.instance/1",
+        "topology": {
+            "nodes": nodes,
+            "edges": [{"source": "n1", "target": g, "link": "pcie"} for g in names],
+        },
+        "classes": ["A"],
+        "slowdown": {"A": speed},
+        "penalties": 1.7,
+        "queue": [{"id": "j1", "num_gpus": 1, "class": "A"}],
+    }
+
+
+def test_gpus_without_local_keep_the_order_listed(tmp_path: Path, capsys) -> None:
+    # Sorted by name as text, n1-gpu10 came third: a slowdown list's 11th value went to
+    # n1-gpu8, and the Slurm line gave the job n1-gpu10 as CUDA device 2.
+    inst = instance_from_dict(_one_server([None] * 12))
+    assert inst.topology.gpu_ids == tuple(f"n1-gpu{i}" for i in range(12))
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps(_one_server([None] * 12)))
+    assert main(["solve", str(path), "--format", "slurm"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "j1\tstart\tn1\tn1=10"
+
+
+def test_a_server_gives_local_indices_to_all_its_gpus_or_none(capsys) -> None:
+    with pytest.raises(InputError, match=r"nodes\[n1-gpu1\]\.local = None: missing, while GPU"):
+        instance_from_dict(_one_server([1] + [None] * 11))
+    inst = instance_from_dict(_one_server([11 - i for i in range(12)]))
+    assert inst.topology.gpu_ids[0] == "n1-gpu11"
+    assert [local_index(inst.topology, g) for g in range(12)] == list(range(12))
+
+
 def test_slurm_local_index_falls_back_to_position() -> None:
     graph = nx.Graph()
     graph.add_node("sw", kind="switch", tier="cluster")
@@ -301,3 +345,110 @@ def test_in_an_unbalanced_tree_leaf_switches_are_racks() -> None:
     assert topo.tier_of([0, 1]) == "rack"
     assert topo.tier_of([2, 3]) == "rack"
     assert topo.tier_of([0, 2]) == "cluster"
+
+
+def _untiered_tree() -> nx.Graph:
+    """Switches without ``tier``: root ``top`` over leaf ``leafA`` (n1, n2), ``mid`` over leaf
+    ``leafB`` (n3, n4), and ``spare``, a leaf switch with nothing below it."""
+    graph = nx.Graph()
+    graph.add_node("top", kind="switch", root=True)
+    graph.add_nodes_from(["leafA", "mid", "leafB", "spare"], kind="switch")
+    graph.add_edges_from(
+        [("leafA", "top"), ("mid", "top"), ("leafB", "mid"), ("spare", "top")], link="network"
+    )
+    for i, leaf in enumerate(["leafA", "leafA", "leafB", "leafB"], start=1):
+        graph.add_node(f"n{i}", kind="server")
+        graph.add_node(f"n{i}/gpu0", kind="gpu")
+        graph.add_edge(f"n{i}", leaf, link="network")
+        graph.add_edge(f"n{i}", f"n{i}/gpu0", link="pcie")
+    return graph
+
+
+def test_show_gives_switches_the_tiers_the_topology_derives(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The raw `tier` attribute was read: all were listed as "? 5: leafA,...", and `top` was
+    # drawn on the row of the leaf switches.
+    topo = Topology.from_graph(_untiered_tree())
+    assert topo.tiers == ("server", "rack", "level1", "cluster")
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(topo.to_node_link()))
+    assert main(["topology", "show", str(path)]) == 0
+    out = capsys.readouterr().out
+    # `spare`, a leaf switch with no server below it, is at the deepest level, as every leaf.
+    assert out.endswith(
+        "switches:\n  cluster 1: top\n  level1  1: mid\n  rack    3: leafA,leafB,spare\n"
+    ), out
+    assert topo.switch_tier == {
+        "top": "cluster",
+        "mid": "level1",
+        "leafA": "rack",
+        "leafB": "rack",
+        "spare": "rack",
+    }
+    height = {node: y for node, (_, y) in _tree_layout(topo).items()}
+    assert height["n1"] < height["leafA"] == height["leafB"] < height["mid"] < height["top"]
+
+
+@pytest.mark.parametrize("name", ["rack1,srv2", "node[1]", "big box"])
+def test_show_lists_server_names_that_are_not_host_names(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # "rack1,srv2" and "node[1]" failed with `hostlist = ...`; "big box" was compressed into a
+    # host list of three hosts.
+    graph = nx.Graph()
+    graph.add_node("sw", kind="switch", tier="cluster")
+    for server in (name, "other"):
+        graph.add_node(server, kind="server")
+        graph.add_node(f"{server}/g0", kind="gpu")
+        graph.add_edge(server, "sw", link="network")
+        graph.add_edge(server, f"{server}/g0", link="pcie")
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(Topology.from_graph(graph).to_node_link()))
+    assert main(["topology", "show", str(path)]) == 0
+    assert f"  {name},other  1 GPUs each, PCIe only\n" in capsys.readouterr().out
+
+
+def test_format_slurm_refuses_a_job_id_starting_with_hash(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The placed job's line "#x\tstart\t..." read as a comment.
+    data = _one_server([None] * 12)
+    data["queue"][0]["id"] = "#x"
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps(data))
+    assert main(["solve", str(path), "--format", "slurm"]) == 2
+    captured = capsys.readouterr()
+    assert "job id = '#x': a leading # would make the line a comment" in captured.err
+    assert "#x\tstart" not in captured.out
+
+
+def test_drawing_options_are_checked_before_any_work(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The summary was printed, then a bare "[Errno 2] ..." (or [Errno 21] for a folder).
+    topo = tmp_path / "t.json"
+    topo.write_text(json.dumps(Topology.from_graph(_untiered_tree()).to_node_link()))
+    csv = tmp_path / "m.csv"
+    csv.write_text("gpu,perf\na,1.0\nb,1.1\n")
+    profile = tmp_path / "p.json"
+    assert (
+        main(["profile", "import", str(csv), "--id", "gpu", "--value", "perf", "-o", str(profile)])
+        == 0
+    )
+    (tmp_path / "d.png").mkdir()
+    capsys.readouterr()
+    drawing = [
+        (["topology", "show", str(topo)], "--png"),
+        (["profile", "show", str(profile)], "--plot"),
+    ]
+    for command, flag in drawing:
+        for image, problem in (
+            (tmp_path / "nowhere" / "x.png", "no such folder"),
+            (tmp_path / "d.png", "is a folder; give a file name"),
+        ):
+            assert main([*command, flag, str(image)]) == 2
+            captured = capsys.readouterr()
+            assert captured.out == ""
+            assert captured.err.startswith(f"palopt: error: {flag} = '")
+            assert captured.err.endswith(f": {problem}\n")

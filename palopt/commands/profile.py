@@ -183,6 +183,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     """Show a profile."""
     if not args.tol >= 0:
         raise InputError("--tol", args.tol, "must be a non-negative number")
+    check_output(args.plot, [args.file], "--plot")
     profile = load_profile(args.file)
     print(summarise(profile, args.method, args.tol))
     if args.plot:

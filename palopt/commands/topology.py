@@ -144,6 +144,7 @@ def load_topology(path: Path) -> Topology:
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Summarise (and draw) a topology."""
+    check_output(args.png, [args.file], "--png")
     topo = load_topology(args.file)
     print(summarize(topo))
     if args.png:
