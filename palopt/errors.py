@@ -167,8 +167,11 @@ def check_time_limit(seconds: Any, field: str = "time_limit") -> float:
     return float(seconds)
 
 
-def check_number(value: Any, field: str, low: float = 0.0, inclusive: bool = False) -> float:
-    """``value`` as a ``float``: a finite number above ``low`` (or at ``low``, if ``inclusive``).
+def check_number(
+    value: Any, field: str, low: float = 0.0, inclusive: bool = False, high: float = math.inf
+) -> float:
+    """``value`` as a ``float``: a finite number above ``low`` (or at ``low``, if ``inclusive``)
+    and at most ``high``.
 
     Raises
     ------
@@ -184,9 +187,12 @@ def check_number(value: Any, field: str, low: float = 0.0, inclusive: bool = Fal
     ...
     palopt.errors.InputError: round = 'abc': must be a finite number > 0
     """
-    if not _finite(value) or value < low or (value == low and not inclusive):
+    if not _finite(value) or value < low or (value == low and not inclusive) or value > high:
         raise InputError(
-            field, value, f"must be a finite number {'>=' if inclusive else '>'} {low:g}"
+            field,
+            value,
+            f"must be a finite number {'>=' if inclusive else '>'} {low:g}"
+            + (f" and <= {high:g}" if high < math.inf else ""),
         )
     return float(value)
 

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from palopt.errors import InputError, check_fields
+from palopt.errors import InputError, check_fields, check_number, is_number
+from palopt.instance import MAX_FACTOR, MIN_FACTOR
 from palopt.io import read_json
 
 __all__ = ["WorkloadModel", "Workloads", "load_workloads", "ARTIFACT_WORKLOADS"]
@@ -30,8 +30,10 @@ class WorkloadModel:
     base_iter_time : float
         Seconds per iteration on a median GPU within one server.
     penalties : float or mapping
-        Locality sensitivity as the source measured it, in a form :func:`palopt.penalty_matrix`
-        accepts. A record: the simulator charges ``SimConfig.penalties`` (per class).
+        Locality sensitivity as the source gives it (a number, or a mapping tier -> penalty),
+        each a number from ``MIN_FACTOR`` to ``MAX_FACTOR`` as in
+        :func:`palopt.penalty_matrix`. A record, not a measurement: the simulator charges
+        ``SimConfig.penalties`` (per class).
     profile : str
         Where the class's profile comes from.
     """
@@ -45,7 +47,8 @@ class WorkloadModel:
 
 @dataclass(frozen=True)
 class Workloads:
-    """A set of workload models and the class order (PAL's class priority)."""
+    """A set of workload models and the classes they may name (distinct; their order is not
+    a priority: the simulator takes PAL's class order from the profile)."""
 
     classes: tuple[str, ...]
     models: Mapping[str, WorkloadModel]
@@ -100,6 +103,8 @@ def load_workloads(path: str | Path = ARTIFACT_WORKLOADS) -> Workloads:
     classes = data.get("classes")
     if not isinstance(classes, list) or not classes or not all(isinstance(c, str) for c in classes):
         raise InputError(f"{path}: classes", classes, "expected a non-empty list of class names")
+    if len(set(classes)) < len(classes):
+        raise InputError(f"{path}: classes", classes, "a class is listed twice")
     raw = data.get("models")
     if not isinstance(raw, dict) or not raw:
         raise InputError(f"{path}: models", raw, "expected a mapping model -> description")
@@ -112,11 +117,15 @@ def load_workloads(path: str | Path = ARTIFACT_WORKLOADS) -> Workloads:
         cls = spec.get("class")
         if cls not in classes:
             raise InputError(f"{where}.class", cls, f"must be one of {', '.join(classes)}")
-        t = spec.get("base_iter_time")
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t <= 0:
-            raise InputError(f"{where}.base_iter_time", t, "must be a positive number")
+        t = check_number(spec.get("base_iter_time"), f"{where}.base_iter_time")
         pen = spec.get("penalties", 1.0)
-        if not isinstance(pen, (int, float, dict)) or isinstance(pen, bool):
+        if not is_number(pen) and not isinstance(pen, dict):
             raise InputError(f"{where}.penalties", pen, "expected a number or {tier: penalty}")
-        models[name] = WorkloadModel(name, str(cls), float(t), pen, str(spec.get("profile", "")))
+        for tier, value in (pen if isinstance(pen, dict) else {"": pen}).items():
+            field = f"{where}.penalties" + (f".{tier}" if tier else "")
+            check_number(value, field, MIN_FACTOR, inclusive=True, high=MAX_FACTOR)
+        profile = spec.get("profile", "")
+        if not isinstance(profile, str):
+            raise InputError(f"{where}.profile", profile, "expected a text")
+        models[name] = WorkloadModel(name, str(cls), t, pen, profile)
     return Workloads(tuple(classes), models, str(data.get("source", "")))

@@ -39,6 +39,14 @@ def _edit(path: str, value: Any) -> dict[str, Any]:
         ("models/BERT/base_iter_time", 0, "models.BERT.base_iter_time"),
         ("models/BERT/penalties", "high", "models.BERT.penalties"),
         ("models/BERT/penalty", 2.0, "models.BERT.penalty"),
+        # Accepted without a word before: a NaN or negative penalty, a tier's penalty that is
+        # not a number, a profile that is not a text, a class listed twice.
+        ("models/BERT/penalties", float("nan"), "models.BERT.penalties"),
+        ("models/BERT/penalties", -3, "models.BERT.penalties"),
+        ("models/BERT/penalties", {"rack": "high"}, "models.BERT.penalties.rack"),
+        ("models/BERT/penalties", {"rack": 1e13}, "models.BERT.penalties.rack"),
+        ("models/BERT/profile", None, "models.BERT.profile"),
+        ("classes", ["classA", "classB", "classC", "classD", "classA"], "classes"),
         ("model", {}, "model"),
     ],
 )
