@@ -133,9 +133,13 @@ def test_unknown_solver_and_option_exit_2(instance_file, capsys):
 
 
 def test_solve_backend_flag(instance_file, capsys):
-    assert main(["solve", str(instance_file), "--solver", "milp", "--backend", "highs"]) == 0
-    assert json.loads(capsys.readouterr().out)["settings"]["backend"] == "highs"
+    for args in (["--solver", "milp", "--backend", "highs"], ["--solver", "milp:highs"]):
+        assert main(["solve", str(instance_file), *args]) == 0
+        assert json.loads(capsys.readouterr().out)["settings"]["backend"] == "highs"
     for args, message in (
+        (["--solver", "milp:highs", "--backend", "cbc"], "backend = 'cbc': differs from"),
+        (["--solver", "milp:gurobi"], "milp.backend = 'gurobi'"),
+        (["--solver", "pal:highs"], "pal.backend = 'highs'"),
         (["--solver", "milp", "--backend", "cbc", "-o", "backend=highs"], "--backend = 'cbc'"),
         (["--solver", "milp", "--backend", "gurobi"], "milp.backend = 'gurobi'"),
         (["--solver", "cpsat", "--backend", "cbc"], "cpsat.backend"),

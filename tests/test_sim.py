@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from palopt.sim import (
     synthetic_trace,
 )
 from palopt.sim.engine import DONE, RUNNING, SimulationStalled
+from palopt.sim.metrics import format_summary
 from palopt.solvers.base import build_result
 from palopt.topology import build_cluster
 
@@ -369,6 +371,21 @@ def test_policy_orders():
     assert get_policy("tiresias").order(q, State).tolist() == [0, 1, 3, 2]
     with pytest.raises(InputError, match="unknown policy"):
         get_policy("nope")
+    # Tiresias' settings: job 2's 5000 GPU-s is in the top queue below a 6000 threshold; job 0
+    # (waited 600 s, 2x its 300 s run) is promoted past jobs 1 and 3, now below it (200 GPU-s).
+    assert get_policy("tiresias", thresholds=[6000]).order(q, State).tolist() == [0, 1, 2, 3]
+    State.waited_s = np.array([600.0, 0.0, 0.0, 0.0])
+    promoting = get_policy("tiresias", thresholds=[200], promote_knob=2)
+    assert promoting.order(q, State).tolist() == [0, 1, 3, 2]
+    assert get_policy("tiresias", thresholds=[200]).order(q, State).tolist() == [1, 3, 0, 2]
+    for name, options, message in (
+        ("fifo", {"promote_knob": 2}, "fifo.promote_knob = 2: unknown option for this policy"),
+        ("tiresias", {"thresholds": [10, 5]}, "thresholds = \\[10, 5\\]: must be strictly"),
+        ("tiresias", {"thresholds": ["1h"]}, "thresholds\\[0\\] = '1h'"),
+        ("tiresias", {"promote_knob": 0}, "promote_knob = 0: must be a finite number > 0"),
+    ):
+        with pytest.raises(InputError, match=message):
+            get_policy(name, **options)
 
 
 def test_correlated_profile():
@@ -396,6 +413,8 @@ def test_bad_inputs():
         ("extra_jobs", {"extra_jobs": 1}),
         ("seed", {"seed": 1.5}),
         ("max_idle_rounds", {"max_idle_rounds": 0}),
+        ("max_time", {"max_time_s": 0}),
+        ("max_time", {"max_time_s": float("inf")}),
     ):
         with pytest.raises(InputError, match=f"^{field} = "):
             SimConfig(**kwargs)  # type: ignore[arg-type]
@@ -469,6 +488,45 @@ def test_shortcuts_stop_with_the_last_tracked_job():
     assert fast.jobs.iters_done.tolist() == full.jobs.iters_done.tolist() == [100.0, 100.0]
 
 
+@pytest.mark.parametrize("shortcuts", [True, False])
+@pytest.mark.parametrize("policy", ["fifo", "las"])
+@pytest.mark.parametrize("horizon", [1.0, 2950.0, 3000.0, 6000.0])
+def test_a_horizon_stops_the_run_where_the_full_run_is(shortcuts, policy, horizon):
+    # Stopped at the horizon, a run is the full run up to it: the rounds that start before it
+    # (fast-forwarding stops there too), the same completions; the rest counted unfinished.
+    rng = np.random.default_rng(5)
+    topo = build_cluster(1, 2, 4)
+    trace = [
+        job(str(i), int(rng.choice([1, 2, 4, 8])), float(rng.integers(0, 3000)), 3000.0)
+        for i in range(12)
+    ]
+    cfg = SimConfig(round_s=100, shortcuts=shortcuts)
+    full = simulate(topo, flat(8), trace, "pal", policy, cfg)
+    cut = simulate(topo, flat(8), trace, "pal", policy, replace(cfg, max_time_s=horizon))
+    rounds = [r for r in full.rounds if r.time < horizon]
+    assert len(rounds) < len(full.rounds)
+    assert [replace(r, solve_time=0.0) for r in cut.rounds] == [
+        replace(r, solve_time=0.0) for r in rounds
+    ]
+    done = cut.jobs.status == DONE
+    assert cut.jobs.finish[done].tolist() == full.jobs.finish[done].tolist()
+    s = summary(cut)
+    assert s["jobs"] == sum(r.completed for r in rounds) == done.sum()
+    assert s["unfinished"] == 12 - done.sum() > 0
+    assert "unfinished at the horizon" in format_summary(s)
+
+
+def test_a_horizon_ends_a_run_in_which_las_starves_a_job():
+    # LAS with extra jobs on an overloaded 1-GPU cluster: each newcomer (no service yet) takes
+    # the GPU from the tracked job, which would wait for ever; the horizon ends the run.
+    trace = [job("a", 1, 0, 5000)]
+    cfg = SimConfig(round_s=600, extra_jobs=True, extra_rate=30.0, max_time_s=20_000)
+    res = simulate(build_cluster(1, 1, 1), flat(1), trace, "pal", "las", cfg)
+    assert res.rounds[-1].time < 20_000 <= res.rounds[-1].time + 600
+    assert summary(res)["unfinished"] == 1
+    assert len(res.jobs) > 2
+
+
 @pytest.mark.parametrize("busy", [True, False])
 def test_rounds_start_at_multiples_of_the_round_length(busy):
     # R = 0.1 s is not exact in binary: the clock added R each round and read 0.9999999999999999
@@ -490,7 +548,7 @@ def test_fig13_trace_tracks_the_middle():
     assert {j.num_gpus for j in t} <= {1, 2, 4, 8}
 
 
-@pytest.mark.parametrize("solver", ["cpsat", "milp", "greedy"])
+@pytest.mark.parametrize("solver", ["cpsat", "milp", "milp:highs", "greedy"])
 def test_exact_and_greedy_solvers_run_in_the_loop(solver):
     # Same scenario as test_two_jobs_pal_by_hand: the optimum is PAL's choice, so the exact
     # solvers (every placement checked by the simulator's feasibility check) finish alike.

@@ -193,6 +193,7 @@ def test_simulate_cell_checks_keys(artifact_dir):
         ("workload", 1.5, {}),
         ("load", "x", {}),
         ("n_jobs", 0, {"load": 8}),
+        ("max_time", "1h", {"workload": 1}),
     ):
         with pytest.raises(InputError, match=f"^{key} = "):
             simulate_cell({"data": str(artifact_dir), **cell, key: value})
@@ -200,6 +201,52 @@ def test_simulate_cell_checks_keys(artifact_dir):
         SimConfig(extra_seed=-1)
     with pytest.raises(InputError, match="time_limit = inf"):
         SimConfig(time_limit=float("inf"))
+
+
+def test_simulate_cell_stops_at_its_horizon(artifact_dir):
+    # Workload 1 under LAS with extra jobs, stopped after 10 h: 149 of its 160 jobs completed.
+    cell = {"data": str(artifact_dir), "workload": 1, "scheduler": "las", "extra_jobs": True}
+    s = simulate_cell({**cell, "max_time": 36_000.0})
+    assert (s["jobs"], s["unfinished"], s["rounds"]) == (149, 11, 100)
+
+
+def test_cli_simulate_stops_at_max_time(artifact_dir, tmp_path, capsys):
+    trace = str(artifact_dir / "traces" / "sia-philly-workload-1.csv")
+    profile = str(artifact_dir / "sim-64gpu-cluster.csv")
+    args = ["simulate", "--trace", trace, "--profile", profile, "--scheduler", "las"]
+    args += ["--extra-jobs", "--no-progress", "--no-plots", "--max-time"]
+    assert main([*args, "36000", "--out", str(tmp_path)]) == 0
+    assert "149 tracked jobs completed, 11 unfinished at the horizon" in capsys.readouterr().out
+    s = json.loads((tmp_path / "summary.json").read_text())
+    assert (s["unfinished"], s["settings"]["max_time_s"]) == (11, 36000.0)
+    jobs = pd.read_csv(tmp_path / "jobs.csv")
+    assert jobs[jobs.tracked].finish_s.isna().sum() == 11 - (160 - jobs.tracked.sum())
+    assert main([*args, "0"]) == 2
+    assert "max_time = 0.0: must be a finite number > 0" in capsys.readouterr().err
+
+
+def test_cli_simulate_passes_options_to_the_solver_and_the_policy(artifact_dir, tmp_path, capsys):
+    trace = str(artifact_dir / "traces" / "sia-philly-workload-1.csv")
+    profile = str(artifact_dir / "sim-64gpu-cluster.csv")
+    args = ["simulate", "--trace", trace, "--profile", profile, "--no-progress", "--no-plots"]
+    args += ["--max-time", "7200", "--scheduler", "tiresias"]
+    tiresias = ["--scheduler-option", "thresholds=[600,6000]", "--scheduler-option"]
+    assert main([*args, *tiresias, "promote_knob=2", "--out", str(tmp_path)]) == 0
+    settings = json.loads((tmp_path / "summary.json").read_text())["settings"]
+    assert settings["scheduler_options"] == {"thresholds": [600, 6000], "promote_knob": 2}
+    capsys.readouterr()
+    for extra, message in (
+        (["--scheduler-option", "promote_knob=0"], "tiresias.promote_knob = 0: must be"),
+        (["--scheduler", "las", "--scheduler-option", "promote_knob=2"], "las.promote_knob"),
+        ([*tiresias, "thresholds=[1]"], "--scheduler-option thresholds = [1]: given twice"),
+        (["--placement-option", "gap=0.1"], "pal.gap = 0.1: unknown option for this solver"),
+        (["--placement", "milp:highs", "--placement-option", "backend=cbc"], "differs from"),
+    ):
+        assert main([*args, *extra]) == 2
+        err = capsys.readouterr().err
+        assert message in err and err.count("\n") == 1, err
+    with pytest.raises(InputError, match="scheduler_options = 2: expected a mapping"):
+        simulate_cell({"data": str(artifact_dir), "workload": 1, "scheduler_options": 2})
 
 
 def test_simulate_cell_tiles_a_larger_cluster(artifact_dir):

@@ -19,7 +19,7 @@ from typing import Any
 from palopt.bench.families import Family, make_instance
 from palopt.cost import assert_feasible
 from palopt.result import Status
-from palopt.solvers.base import get_solver
+from palopt.solvers.base import get_solver, split_solver_name
 from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.colgen import lagrangian_bound
 from palopt.solvers.round import make_round
@@ -49,8 +49,8 @@ class SolverSpec:
         UnknownSolverError, InputError
             For a name not in the registry, or a back end the solver does not have.
         """
-        name, _, backend = text.partition(":")
-        spec = cls(text, name, (("backend", backend),) if backend else ())
+        name, options = split_solver_name(text)
+        spec = cls(text, name, tuple(options.items()))
         get_solver(spec.name, **dict(spec.options))
         return spec
 

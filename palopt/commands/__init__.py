@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from palopt.errors import InputError
 
@@ -32,6 +34,47 @@ def image_path(text: str) -> Path:
             f"{text!r}: the suffix must name an image format: {formats}"
         )
     return path
+
+
+def parse_option(text: str) -> tuple[str, Any]:
+    """An argparse type: ``KEY=VALUE``, the value read as JSON where it is JSON, else as text.
+
+    Examples
+    --------
+    >>> parse_option("gap=0.01"), parse_option("thresholds=[1800,18000]")
+    (('gap', 0.01), ('thresholds', [1800, 18000]))
+    >>> parse_option("backend=highs"), parse_option("keep-running=true")
+    (('backend', 'highs'), ('keep_running', True))
+    """
+    key, sep, raw = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        value = raw
+    return key.replace("-", "_"), value
+
+
+def option_dict(pairs: Sequence[tuple[str, Any]], flag: str) -> dict[str, Any]:
+    """The pairs of a repeatable :func:`parse_option` flag as a dict.
+
+    Raises
+    ------
+    InputError
+        For a key given twice (the flag and the key named).
+
+    Examples
+    --------
+    >>> option_dict([("gap", 0.01), ("seed", 3)], "-o")
+    {'gap': 0.01, 'seed': 3}
+    """
+    options: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in options:
+            raise InputError(f"{flag} {key}", value, "given twice")
+        options[key] = value
+    return options
 
 
 def check_output(out: Path | None, inputs: Iterable[Path | None], flag: str) -> None:

@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from palopt.commands import check_folder, require_plotting
+from palopt.commands import check_folder, option_dict, parse_option, require_plotting
 from palopt.errors import InputError
 from palopt.io import data_dir, write_text
 from palopt.sim.engine import SimConfig, Simulator
@@ -118,10 +118,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--placement",
         default="pal",
-        help="placement solver (see `palopt solvers`; default %(default)s)",
+        help="placement solver, or NAME:BACKEND (milp:highs) (see `palopt solvers`; default "
+        "%(default)s)",
+    )
+    p.add_argument(
+        "--placement-option",
+        action="append",
+        type=parse_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="placement solver option (repeatable; as `palopt solve -o`), e.g. gap=0.01",
     )
     p.add_argument(
         "--scheduler", default="fifo", help="fifo, las, srtf or tiresias (default %(default)s)"
+    )
+    p.add_argument(
+        "--scheduler-option",
+        action="append",
+        type=parse_option,
+        default=[],
+        metavar="KEY=VALUE",
+        help="scheduler option (repeatable): tiresias takes thresholds=[S,S,...] (GPU-seconds; "
+        "default [3600,36000]) and promote_knob=K",
     )
     p.add_argument(
         "--locality-penalty",
@@ -144,6 +162,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="seed (random solvers, synthetic data; default %(default)s)",
     )
     p.add_argument("--time-limit", type=float, default=None, help="per-round solver limit (s)")
+    p.add_argument(
+        "--max-time",
+        type=float,
+        default=None,
+        metavar="S",
+        help="stop before the first round at or after S seconds; tracked jobs not completed "
+        "by then are reported as unfinished (default: run until every tracked job completes)",
+    )
     p.add_argument("--check", action="store_true", help="check every placement's feasibility")
     p.add_argument(
         "--out", type=Path, help="directory for jobs.csv, rounds.csv, summary.json, plots"
@@ -208,6 +234,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         seed=args.seed,
         time_limit=args.time_limit,
         check=args.check,
+        max_time_s=args.max_time,
     )
     topo = parse_shape(args.cluster)
     if args.profile is not None:
@@ -219,8 +246,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.fixed_charge:
         profile = profile.fixed()
     trace = load_trace(args.trace)
-    policy = get_policy(args.scheduler)
-    solver = get_solver(args.placement)  # fails early, with the valid names, if unknown
+    placement_options = option_dict(args.placement_option, "--placement-option")
+    scheduler_options = option_dict(args.scheduler_option, "--scheduler-option")
+    policy = get_policy(args.scheduler, **scheduler_options)
+    solver = get_solver(args.placement, **placement_options)  # fails early, if unknown
     sim = Simulator(topo, profile, trace, solver, policy, cfg)
     bar = None if args.no_progress else progress_bar(len(trace), "job")
     res = sim.run(None if bar is None else lambda done: bar.update(done - bar.n))
@@ -231,7 +260,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         "cluster": args.cluster,
         "profile": str(args.profile) if args.profile else f"correlated:{args.correlated}",
         "placement": args.placement,
+        "placement_options": placement_options,
         "scheduler": policy.name,
+        "scheduler_options": scheduler_options,
         "locality_penalty": args.locality_penalty,
         "round_s": args.round,
         "completion": args.completion,
@@ -240,6 +271,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         "extra_jobs": args.extra_jobs,
         "fixed_charge": args.fixed_charge,
         "seed": args.seed,
+        "max_time_s": args.max_time,
     }
     s = (
         write_outputs(res, args.out, plots=not args.no_plots, meta=settings)

@@ -6,9 +6,8 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
-from palopt.commands import check_output
+from palopt.commands import check_output, option_dict, parse_option
 from palopt.cost import assert_feasible
 from palopt.errors import InputError
 from palopt.export import format_slurm
@@ -19,23 +18,15 @@ from palopt.solvers import get_solver, list_solvers
 from palopt.solvers.exact.runner import DEFAULT_TIME_LIMIT
 
 
-def _parse_option(text: str) -> tuple[str, Any]:
-    key, sep, raw = text.partition("=")
-    if not sep or not key:
-        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw
-    return key.replace("-", "_"), value
-
-
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the commands of this module."""
     p = sub.add_parser("solve", help="place an instance's queue and print the placement")
     p.add_argument("instance", type=Path, help="instance JSON file (see `palopt schema`)")
     p.add_argument(
-        "--solver", default="pal", help="solver name (see `palopt solvers`; default %(default)s)"
+        "--solver",
+        default="pal",
+        help="solver name, or NAME:BACKEND (milp:highs) (see `palopt solvers`; default "
+        "%(default)s)",
     )
     p.add_argument(
         "--seed",
@@ -53,7 +44,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--option",
         "-o",
         action="append",
-        type=_parse_option,
+        type=parse_option,
         default=[],
         metavar="KEY=VALUE",
         help="solver option (repeatable), e.g. -o backend=highs",
@@ -120,10 +111,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
     """Solve an instance file."""
     check_output(args.out, [args.instance], "--out")
     instance = load_instance(args.instance)
-    options = dict(args.option)
-    if len(options) < len(args.option):
-        key = next(k for i, (k, _) in enumerate(args.option) if k in dict(args.option[:i]))
-        raise InputError(f"-o {key}", options[key], "given twice")
+    options = option_dict(args.option, "-o")
     for flag, key, value in (
         ("--backend", "backend", args.backend),
         ("--time-limit", "time_limit", args.time_limit),  # (passed to solve, not an option)

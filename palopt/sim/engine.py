@@ -113,6 +113,12 @@ class SimConfig:
         running and no arrival to come, or with every running job paying its restart cost (a
         policy that swaps jobs every round, such as LAS between jobs of equal service, with a
         restart cost of a round or more, would otherwise loop for ever).
+    max_time_s : float, optional
+        The horizon: :meth:`Simulator.run` simulates no round that starts at or after this
+        time (seconds) and returns with the tracked jobs not completed by then left unfinished
+        (see :func:`palopt.sim.metrics.summary`). Default: run until every tracked job has
+        completed, which may never happen where a policy starves a job for ever (LAS or SRTF
+        with ``extra_jobs`` on a trace that keeps the cluster overloaded).
     """
 
     round_s: float = 360.0
@@ -128,6 +134,7 @@ class SimConfig:
     shortcuts: bool = True
     check: bool = False
     max_idle_rounds: int = 10
+    max_time_s: float | None = None
 
     def __post_init__(self) -> None:
         check_number(self.round_s, "round")
@@ -143,6 +150,8 @@ class SimConfig:
                 raise InputError(name, None, "must be a non-negative integer")
         if self.time_limit is not None:
             check_time_limit(self.time_limit)
+        if self.max_time_s is not None:
+            check_number(self.max_time_s, "max_time")
 
 
 class JobTable:
@@ -349,6 +358,10 @@ class Simulator:
         self.rounds: list[RoundRecord] = []
         self._started = _time.perf_counter()
         self._tracked_left = int(self.jobs.tracked.sum())
+        # run() simulates rounds 0 .. _end_round - 1: those that start before the horizon.
+        self._end_round: float = (
+            math.inf if cfg.max_time_s is None else math.ceil(cfg.max_time_s / cfg.round_s)
+        )
         if cfg.extra_jobs:
             self._add_extra()
 
@@ -669,7 +682,7 @@ class Simulator:
             skip = math.ceil(jt.submit[self._next_arrival] / R) - self.round
         inc = R / (jt.cost[run] * jt.base[run])
         rounds_left = np.ceil((jt.iters_total[run] - jt.iters_done[run]) / inc)
-        skip = int(min(skip, rounds_left.min() - 2))
+        skip = int(min(skip, rounds_left.min() - 2, self._end_round - self.round))
         if skip <= 0:
             return
         done = jt.iters_done[run]
@@ -708,14 +721,20 @@ class Simulator:
         self.round = max(self.round, target)
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:
-        """Step until every tracked job has completed.
+        """Step until every tracked job has completed, or up to the horizon.
 
         Parameters
         ----------
         progress : callable, optional
             Called with the number of tracked jobs completed after each round.
+
+        Returns
+        -------
+        SimResult
+            The run so far; with ``config.max_time_s`` set, its last round is the last one that
+            starts before that time, and tracked jobs may be left unfinished.
         """
-        while not self.finished:
+        while not self.finished and self.round < self._end_round:
             self.step()
             self._fast_forward()
             if progress is not None:
@@ -762,7 +781,7 @@ def simulate(
     Returns
     -------
     SimResult
-        After every tracked job has completed.
+        After every tracked job has completed, or at ``config.max_time_s``.
 
     Raises
     ------

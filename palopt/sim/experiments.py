@@ -21,6 +21,7 @@ from palopt.errors import InputError, check_count, check_flag, check_number
 from palopt.io import read_csv
 from palopt.sim.engine import SimConfig, simulate
 from palopt.sim.metrics import summary
+from palopt.sim.policies import get_policy
 from palopt.sim.profile import ClusterProfile, load_profile
 from palopt.sim.trace import (
     SYNERGY_GPU_COUNTS,
@@ -29,6 +30,7 @@ from palopt.sim.trace import (
     load_trace,
     synthetic_trace,
 )
+from palopt.solvers.base import get_solver
 from palopt.sweep import SweepSpec
 from palopt.topology import Topology, build_cluster, parse_shape
 
@@ -65,7 +67,9 @@ CELL_KEYS: Mapping[str, Any] = {
     "profile": None,  # profile CSV (default: data/sim-64gpu-cluster.csv)
     "cluster": "16x4",
     "placement": "pal",
+    "placement_options": {},  # the solver's options (palopt solve -o KEY=VALUE)
     "scheduler": "fifo",
+    "scheduler_options": {},  # the policy's (tiresias: thresholds, promote_knob)
     "locality_penalty": 1.7,
     "round": 360.0,
     "seed": 0,  # solver seed; also the synthetic trace's and the tiled profile's
@@ -74,6 +78,7 @@ CELL_KEYS: Mapping[str, Any] = {
     "backfill": False,
     "extra_jobs": False,
     "fixed_charge": False,
+    "max_time": None,  # the horizon in seconds (SimConfig.max_time_s); None: run to the end
 }
 
 
@@ -88,6 +93,14 @@ def _cluster(profile: str, shape: str, seed: int) -> tuple[Topology, ClusterProf
         return topo, load_profile(profile, topo)
     base = load_profile(profile, build_cluster(1, rows // per_server, per_server))
     return topo, base.tiled(topo.n_gpus, per_server, seed)
+
+
+def _options(cell: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """A cell's options mapping (``placement_options``, ``scheduler_options``)."""
+    value = cell[key]
+    if not isinstance(value, Mapping) or not all(isinstance(k, str) for k in value):
+        raise InputError(key, value, "expected a mapping option -> value")
+    return dict(value)
 
 
 @lru_cache(maxsize=16)
@@ -194,6 +207,7 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
         backfill=cell["backfill"],
         extra_jobs=cell["extra_jobs"],
         seed=cell["seed"],
+        max_time_s=cell["max_time"],
     )
     topo, profile = _cluster(profile_path, str(cell["cluster"]), config.seed)
     if check_flag(cell["fixed_charge"], "fixed_charge"):
@@ -202,8 +216,8 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
         topo,
         profile,
         _cell_trace(cell, data, topo.n_gpus),
-        str(cell["placement"]),
-        str(cell["scheduler"]),
+        get_solver(str(cell["placement"]), **_options(cell, "placement_options")),
+        get_policy(str(cell["scheduler"]), **_options(cell, "scheduler_options")),
         config,
     )
     out = summary(res)

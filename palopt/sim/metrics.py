@@ -24,7 +24,9 @@ def summary(res: SimResult) -> dict[str, Any]:
     """Summary of the tracked jobs.
 
     Only tracked jobs that have completed count in the JCT, makespan and delay figures; the
-    averages are NaN if there are none.
+    averages are NaN if there are none. A run stopped at its horizon (``SimConfig.max_time_s``)
+    may leave tracked jobs unfinished: ``unfinished`` counts them, and its JCT figures then
+    leave out the jobs that waited or ran longest.
 
     Parameters
     ----------
@@ -33,7 +35,8 @@ def summary(res: SimResult) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``jobs``, ``avg_jct_h``, ``median_jct_h``, ``p99_jct_h`` (hours), ``makespan_h`` (first
+        ``jobs`` (tracked jobs completed), ``unfinished`` (tracked jobs not completed),
+        ``avg_jct_h``, ``median_jct_h``, ``p99_jct_h`` (hours), ``makespan_h`` (first
         submit to last completion), ``gpu_utilisation`` (GPU-seconds held by jobs over the
         cluster's GPU-seconds, both over the makespan), ``avg_queueing_delay_h`` (submit to
         first start), ``preemptions``, ``migrations``, ``rounds`` (rounds simulated: rounds with
@@ -53,8 +56,8 @@ def summary(res: SimResult) -> dict[str, Any]:
     ...          TraceJob("b", 1, 0.0, 30.0, "m", "A", 1.0)]
     >>> res = simulate(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
     >>> s = summary(res)
-    >>> s["jobs"], round(s["avg_jct_h"] * 3600), s["makespan_h"] * 3600
-    (2, 150, 180.0)
+    >>> s["jobs"], s["unfinished"], round(s["avg_jct_h"] * 3600), s["makespan_h"] * 3600
+    (2, 0, 150, 180.0)
     >>> round(s["gpu_utilisation"], 3), round(s["avg_queueing_delay_h"] * 3600)
     (0.833, 60)
     """
@@ -75,6 +78,7 @@ def summary(res: SimResult) -> dict[str, Any]:
         "solver": res.solver,
         "policy": res.policy,
         "jobs": len(idx),
+        "unfinished": int(jt.tracked.sum()) - len(idx),
         "avg_jct_h": float(jct.mean()) if len(idx) else float("nan"),
         "median_jct_h": float(np.median(jct)) if len(idx) else float("nan"),
         "p99_jct_h": float(np.percentile(jct, 99)) if len(idx) else float("nan"),
@@ -188,11 +192,13 @@ def format_summary(s: dict[str, Any]) -> str:
     Returns
     -------
     str
-        Four lines, without a final newline; JCTs and delays in hours.
+        Four lines, without a final newline; JCTs and delays in hours. Tracked jobs left
+        unfinished at the horizon are named in the first line.
 
     Examples
     --------
-    >>> s = {"solver": "pal", "policy": "fifo", "jobs": 2, "rounds": 4, "round_s": 60.0,
+    >>> s = {"solver": "pal", "policy": "fifo", "jobs": 2, "unfinished": 0, "rounds": 4,
+    ...      "round_s": 60.0,
     ...      "wall_time_s": 0.01, "avg_jct_h": 0.0417, "median_jct_h": 0.0417,
     ...      "p99_jct_h": 0.0498, "makespan_h": 0.05, "gpu_utilisation": 0.833,
     ...      "avg_queueing_delay_h": 0.0167, "preemptions": 0, "migrations": 0}
@@ -204,8 +210,14 @@ def format_summary(s: dict[str, Any]) -> str:
     """
     return "\n".join(
         [
-            f"placement {s['solver']}, scheduler {s['policy']}: {s['jobs']} tracked jobs, "
-            f"{s['rounds']} rounds of {s['round_s']:g} s, simulated in {s['wall_time_s']:.2f} s",
+            f"placement {s['solver']}, scheduler {s['policy']}: {s['jobs']} tracked jobs"
+            + (
+                f" completed, {s['unfinished']} unfinished at the horizon (left out below)"
+                if s["unfinished"]
+                else ""
+            )
+            + f", {s['rounds']} rounds of {s['round_s']:g} s, "
+            f"simulated in {s['wall_time_s']:.2f} s",
             f"  JCT (h): avg {s['avg_jct_h']:.3f}  median {s['median_jct_h']:.3f}  "
             f"p99 {s['p99_jct_h']:.3f}",
             f"  makespan {s['makespan_h']:.2f} h, "

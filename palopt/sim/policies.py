@@ -8,12 +8,13 @@ keys with a stable sort, so ties keep admission order, as the artifact's ``sorte
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_number
 
 if TYPE_CHECKING:
     from palopt.sim.engine import JobTable
@@ -95,9 +96,21 @@ class Tiresias:
 
     Parameters
     ----------
-    thresholds : sequence of float
-        Ascending queue limits in GPU-seconds.
+    thresholds : sequence of float, default (3600, 36000)
+        Ascending queue limits in GPU-seconds (none: one queue, FIFO).
     promote_knob : float, optional
+        Positive; default: no promotion.
+
+    Raises
+    ------
+    InputError
+        For thresholds that are not positive numbers in strictly ascending order, or a knob
+        that is not a positive number.
+
+    Examples
+    --------
+    >>> Tiresias([1800, 18000], promote_knob=2).thresholds.tolist()
+    [1800.0, 18000.0]
     """
 
     name = "tiresias"
@@ -106,13 +119,15 @@ class Tiresias:
     def __init__(
         self, thresholds: Sequence[float] = (3600.0, 36000.0), promote_knob: float | None = None
     ) -> None:
-        th = np.asarray(thresholds, dtype=np.float64)
-        if th.ndim != 1 or (np.diff(th) <= 0).any() or (th <= 0).any():
-            raise InputError(
-                "tiresias.thresholds", list(thresholds), "must be positive and strictly ascending"
-            )
-        if promote_knob is not None and promote_knob <= 0:
-            raise InputError("tiresias.promote_knob", promote_knob, "must be positive")
+        if isinstance(thresholds, str) or not isinstance(thresholds, (Sequence, np.ndarray)):
+            raise InputError("tiresias.thresholds", thresholds, "expected a list of GPU-seconds")
+        th = np.array(
+            [check_number(t, f"tiresias.thresholds[{i}]") for i, t in enumerate(thresholds)]
+        )
+        if (np.diff(th) <= 0).any():
+            raise InputError("tiresias.thresholds", list(thresholds), "must be strictly ascending")
+        if promote_knob is not None:
+            check_number(promote_knob, "tiresias.promote_knob")
         self.thresholds = th
         self.promote_knob = promote_knob
 
@@ -137,7 +152,7 @@ POLICIES: dict[str, Callable[..., Any]] = {
 }
 
 
-def get_policy(name: str | SchedulingPolicy) -> SchedulingPolicy:
+def get_policy(name: str | SchedulingPolicy, /, **options: Any) -> SchedulingPolicy:
     """A scheduling policy by name (case-insensitive), or the object itself.
 
     Parameters
@@ -145,27 +160,43 @@ def get_policy(name: str | SchedulingPolicy) -> SchedulingPolicy:
     name : str or SchedulingPolicy
         ``fifo``, ``las``, ``srtf`` or ``tiresias`` (see :data:`POLICIES`), or a policy object,
         returned as it is.
+    **options
+        The policy's settings (Tiresias: ``thresholds``, ``promote_knob``); the others have
+        none.
 
     Returns
     -------
     SchedulingPolicy
-        A new policy with its default settings (Tiresias: thresholds 3,600 and 36,000
-        GPU-seconds, no promotion), or ``name`` itself if it is not a string.
+        A new policy with these settings and defaults for the rest (Tiresias: thresholds 3,600
+        and 36,000 GPU-seconds, no promotion), or ``name`` itself if it is not a string.
 
     Raises
     ------
     InputError
-        For an unknown name; the message lists the valid ones.
+        For an unknown name (the message lists the valid ones), an option the policy does not
+        have, options given with a policy object, or a bad value.
 
     Examples
     --------
     >>> get_policy("FIFO").name
     'fifo'
+    >>> get_policy("tiresias", promote_knob=2.0).promote_knob
+    2.0
     """
     if not isinstance(name, str):
+        if options:
+            raise InputError("scheduler", name, "a policy object takes no options")
         return name
     factory = POLICIES.get(name.lower())
     if factory is None:
         raise InputError("scheduler", name, f"unknown policy; known: {', '.join(POLICIES)}")
-    policy: SchedulingPolicy = factory()
+    known = inspect.signature(factory).parameters
+    for key, value in options.items():
+        if key not in known:
+            raise InputError(
+                f"{name.lower()}.{key}",
+                value,
+                f"unknown option for this policy; options: {', '.join(known) or 'none'}",
+            )
+    policy: SchedulingPolicy = factory(**options)
     return policy

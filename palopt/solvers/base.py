@@ -136,13 +136,36 @@ def list_solvers(available_only: bool = True) -> list[SolverInfo]:
     return [s for s in infos if s.available or not available_only]
 
 
+def split_solver_name(text: str) -> tuple[str, dict[str, str]]:
+    """A solver's registry name and options from ``NAME`` or ``NAME:BACKEND``.
+
+    Parameters
+    ----------
+    text : str
+        A registry name, optionally followed by ``:`` and a back end (``milp:highs``).
+
+    Returns
+    -------
+    tuple of (str, dict)
+        The name, and ``{"backend": BACKEND}`` or an empty dict.
+
+    Examples
+    --------
+    >>> split_solver_name("milp:highs"), split_solver_name("pal")
+    (('milp', {'backend': 'highs'}), ('pal', {}))
+    """
+    name, _, backend = text.partition(":")
+    return name, ({"backend": backend} if backend else {})
+
+
 def get_solver(name: str, /, **config: Any) -> Solver:
     """A configured solver by registry name.
 
     Parameters
     ----------
     name : str
-        Registry name, e.g. ``"pal"``, ``"packed-sticky"``.
+        Registry name, e.g. ``"pal"``, ``"packed-sticky"``; ``NAME:BACKEND`` is short for
+        ``NAME`` with the option ``backend=BACKEND`` (``milp:highs``).
     **config
         Solver options (see each solver's documentation).
 
@@ -164,8 +187,14 @@ def get_solver(name: str, /, **config: Any) -> Solver:
     --------
     >>> get_solver("pal").name
     'pal'
+    >>> get_solver("milp:highs").backend
+    'highs'
     """
     registry = _load()
+    name, named = split_solver_name(name)
+    for key, value in named.items():
+        if config.setdefault(key, value) != value:
+            raise InputError(key, config[key], f"differs from the {value!r} in {name}:{value}")
     info = registry.get(name)
     if info is None:
         raise UnknownSolverError(
