@@ -15,7 +15,7 @@ import numpy as np
 
 from palopt.errors import InfeasiblePlacementError, InputError
 from palopt.instance import Instance, Job
-from palopt.result import Action, JobPlacement
+from palopt.result import Action, JobPlacement, PlacementResult
 
 __all__ = [
     "CostBreakdown",
@@ -187,17 +187,23 @@ def evaluate(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> Eva
     return Evaluation(tuple(placed), total)
 
 
-def check_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> list[str]:
+def check_feasible(
+    instance: Instance, assignment: Mapping[str, Sequence[int]] | PlacementResult
+) -> list[str]:
     """Every violation of the placement rules, as readable strings (empty if feasible).
 
     Rules: each placed job is a queued job and gets exactly ``num_gpus`` distinct GPUs of the
-    topology, none busy, none given to another job. The checker shares no code with the solvers.
+    topology, none busy, none given to another job. A solver's result must also hold one
+    placement per queued job, in queue order, each with the action its GPUs and the job's
+    current GPUs call for, and costs (each job's, the objective) and a count of placed jobs that
+    are those of its GPUs, recomputed here from the definition. The checker shares no code with
+    the solvers, nor with the cost functions of this module.
 
     Parameters
     ----------
     instance : Instance
-    assignment : mapping
-        Job id -> dense GPU indices; an empty list means not placed.
+    assignment : mapping or PlacementResult
+        Job id -> dense GPU indices (an empty list means not placed), or a solver's result.
 
     Returns
     -------
@@ -214,7 +220,12 @@ def check_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]]) 
     []
     >>> check_feasible(inst, {"a": [0], "b": [0]})
     ["GPU gpu0 given to both 'a' and 'b'"]
+    >>> from palopt import solve
+    >>> check_feasible(inst, solve(inst, "pal"))
+    []
     """
+    if isinstance(assignment, PlacementResult):
+        return _check_result(instance, assignment)
     if not isinstance(assignment, Mapping):
         raise InputError("assignment", type(assignment).__name__, "expected job id -> GPUs")
     n = instance.topology.n_gpus
@@ -259,15 +270,61 @@ def check_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]]) 
     return problems
 
 
-def assert_feasible(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> None:
+def _check_result(instance: Instance, result: PlacementResult) -> list[str]:
+    """The violations of a result (see :func:`check_feasible`)."""
+    ids = [p.job_id for p in result.placements]
+    if ids != [j.id for j in instance.queue]:
+        return [f"the result places jobs {ids[:5]}..., not the queue's one by one in its order"]
+    problems = check_feasible(instance, result.assignment())
+    if problems:
+        return problems
+    topo, total = instance.topology, 0.0
+    for job, p in zip(instance.queue, result.placements, strict=True):
+        current = tuple(sorted(job.current_gpus))
+        if not p.gpus:
+            action = Action.PREEMPT if current else Action.WAIT
+        else:
+            action = (
+                Action.START
+                if not current
+                else (Action.KEEP if current == tuple(sorted(p.gpus)) else Action.MIGRATE)
+            )
+        if p.action != action:
+            problems.append(f"job {job.id!r}: action {p.action!r}, its GPUs call for {action!r}")
+        if not p.gpus:
+            continue
+        c = instance.classes.index(job.job_class)
+        tier = next(
+            t for t in range(len(topo.tiers)) if len({int(topo.groups[t][g]) for g in p.gpus}) == 1
+        )
+        cost = max(float(instance.slowdown[c][g]) for g in p.gpus) * float(
+            instance.penalty[c][tier]
+        )
+        if p.cost is None or abs(p.cost - cost) > 1e-9 * cost or p.tier != topo.tiers[tier]:
+            problems.append(
+                f"job {job.id!r}: cost {p.cost} on tier {p.tier}, its GPUs cost {cost} "
+                f"on tier {topo.tiers[tier]}"
+            )
+        total += job.weight * cost
+    placed = sum(1 for p in result.placements if p.gpus)
+    if result.n_placed != placed:
+        problems.append(f"n_placed {result.n_placed}, {placed} jobs placed")
+    if abs(result.objective - total) > 1e-9 * max(total, 1e-300):
+        problems.append(f"objective {result.objective}, its placements cost {total}")
+    return problems
+
+
+def assert_feasible(
+    instance: Instance, assignment: Mapping[str, Sequence[int]] | PlacementResult
+) -> None:
     """Raise if the assignment breaks a placement rule (see :func:`check_feasible`, which takes
     the same parameters).
 
     Parameters
     ----------
     instance : Instance
-    assignment : mapping
-        Job id -> dense GPU indices; an empty list means not placed.
+    assignment : mapping or PlacementResult
+        Job id -> dense GPU indices (an empty list means not placed), or a solver's result.
 
     Raises
     ------

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import palopt
-from palopt import InputError, Instance, Job, build_cluster, check_feasible, solve
+from palopt import InputError, Instance, Job, assert_feasible, build_cluster, check_feasible, solve
 from palopt.io import instance_to_dict
 from palopt.sim import SimConfig, Simulator
 from palopt.sim.profile import ClusterProfile
@@ -31,9 +31,13 @@ def test_numpy_values_in_a_job_become_python_values():
     assert all(type(g) is int for g in job.current_gpus)
     assert hash(job) == hash(Job("r", 2, "A", weight=0.5, current_gpus=(4, 5)))
     inst = _instance(job)
-    assert solve(inst, "packed-sticky").placements[0].action == "keep"
+    sticky = solve(inst, "packed-sticky")
+    assert_feasible(inst, sticky)
+    assert sticky.placements[0].action == "keep"
     json.dumps(instance_to_dict(inst))
-    json.dumps(solve(inst, "greedy").to_dict(inst))
+    greedy = solve(inst, "greedy")
+    assert_feasible(inst, greedy)
+    json.dumps(greedy.to_dict(inst))
 
 
 def test_a_running_job_on_gpu_0_given_as_an_array_is_running():
@@ -51,7 +55,9 @@ def test_a_job_keeps_the_gpus_it_was_given_when_the_list_changes():
     inst = _instance(Job("r", 2, "A", current_gpus=gpus))
     gpus[1] = 999
     assert inst.queue[0].current_gpus == (0, 1)
-    assert solve(inst, "packed-sticky").placements[0].gpus == (0, 1)
+    result = solve(inst, "packed-sticky")
+    assert_feasible(inst, result)
+    assert result.placements[0].gpus == (0, 1)
 
 
 @pytest.mark.parametrize(
@@ -69,7 +75,7 @@ def test_numpy_strings_are_names_and_masked_arrays_are_refused():
     assert type(job.id) is str and type(job.job_class) is str
     inst = Instance(TOPO, (np.str_("A"),), np.ones((1, 16)), np.array([[1.0, 1.7, 2.0]]), (job,))
     assert type(inst.classes[0]) is str
-    assert check_feasible(inst, solve(inst, "greedy").assignment()) == []
+    assert check_feasible(inst, solve(inst, "greedy")) == []
     # np.array drops a mask: the masked slowdown or busy entry used to count as a real value.
     masked = np.ma.masked_array(np.ones((1, 16)), mask=np.eye(1, 16, dtype=bool))
     with pytest.raises(InputError, match="slowdown = 'a masked array': fill the masked"):
@@ -111,7 +117,10 @@ def test_copies_of_an_instance_stay_read_only():
         assert not any(a.flags.writeable for a in arrays)
         with pytest.raises(ValueError, match="read-only"):
             other.slowdown[:] = -5
-        assert solve(other, "pal").objective == solve(inst, "pal").objective
+        copied, original = solve(other, "pal"), solve(inst, "pal")
+        assert_feasible(other, copied)
+        assert_feasible(inst, original)
+        assert copied.objective == original.objective
 
 
 def test_topology_lookups_check_their_indices():

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from palopt import Instance, Job, build_cluster, penalty_matrix, solve
+from palopt import Instance, Job, assert_feasible, build_cluster, penalty_matrix, solve
 from palopt.cli import main
 from palopt.io import save_instance
 
@@ -176,7 +176,9 @@ def test_library_call_is_pure(instance_file, tmp_path, capsys, monkeypatch):
     inst = load_instance(instance_file)
     monkeypatch.chdir(tmp_path)
     before = set(tmp_path.iterdir())
-    first = solve(inst, "pal")
-    assert solve(inst, "pal").assignment() == first.assignment()
+    first, second = solve(inst, "pal"), solve(inst, "pal")
+    assert_feasible(inst, first)
+    assert_feasible(inst, second)
+    assert second.assignment() == first.assignment()
     assert capsys.readouterr() == ("", "")
     assert set(tmp_path.iterdir()) == before

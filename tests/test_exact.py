@@ -30,7 +30,7 @@ from palopt.solvers.exact.runner import (
     Budget,
 )
 from palopt.solvers.greedy import greedy_assignment
-from palopt.solvers.round import make_round, round_cost, select_positions
+from palopt.solvers.round import Round, make_round, round_cost, select_positions
 from palopt.solvers.transport import new_highs, transport_bound
 
 EXACT = [
@@ -41,6 +41,18 @@ EXACT = [
 ]
 HEURISTICS = ["greedy", "pal", "pmfirst", "packed-nonsticky", "random-nonsticky"]
 TOL = 1e-6
+
+
+def _assert_feasible_positions(inst: Instance, chosen: dict[int, np.ndarray]) -> None:
+    """Check a placement given as queue position -> GPUs."""
+    assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
+
+
+def _checked_greedy(rnd: Round) -> dict[int, np.ndarray]:
+    """``greedy_assignment(rnd)``, checked beside the round's kept jobs."""
+    chosen = greedy_assignment(rnd)
+    _assert_feasible_positions(rnd.instance, rnd.fixed | chosen)
+    return chosen
 
 
 def brute_force(inst: Instance, mode: str = "prefix", keep_running: bool = False) -> float:
@@ -106,7 +118,7 @@ def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) 
     results = []
     for name, options in EXACT:
         r = solve(inst, name, mode=mode, keep_running=keep, **options)
-        assert_feasible(inst, r.assignment())
+        assert_feasible(inst, r)
         assert r.status == Status.OPTIMAL, (name, options, r.status)
         assert r.gap is not None and r.gap <= DEFAULT_GAP + 2 / DEFAULT_SCALE
         assert r.objective == pytest.approx(optimum, rel=TOL, abs=1e-9), (name, options)
@@ -122,12 +134,13 @@ def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) 
     rnd = make_round(inst, mode, keep)
     assert lower_bound(rnd) + round_cost(inst, rnd.fixed) <= at_most(optimum)
     if rnd.open_positions:
-        ub = round_cost(inst, greedy_assignment(rnd))
+        start = _checked_greedy(rnd)
+        ub = round_cost(inst, start)
         assert lagrangian_bound(rnd, ub, time_limit=1.0)[0] + round_cost(
             inst, rnd.fixed
         ) <= at_most(optimum)
     if rnd.multi:
-        cg = column_generation(rnd, greedy_assignment(rnd), time_limit=2.0)
+        cg = column_generation(rnd, start, time_limit=2.0)
         assert cg.bound + round_cost(inst, rnd.fixed) <= at_most(optimum)
 
 
@@ -156,9 +169,10 @@ def test_bounds_stay_below_the_optimum_within_the_lp_tolerances() -> None:
     inst = Instance(topo, ("A",), sd, np.ones((1, 3)), queue)
     optimum = brute_force(inst)
     rnd = make_round(inst)
-    assert column_generation(rnd, greedy_assignment(rnd), time_limit=2.0).bound <= at_most(optimum)
+    assert column_generation(rnd, _checked_greedy(rnd), time_limit=2.0).bound <= at_most(optimum)
     for name, options in EXACT:
         r = solve(inst, name, **options)
+        assert_feasible(inst, r)
         assert r.bound is not None and r.bound <= at_most(optimum), (name, options)
 
 
@@ -173,7 +187,7 @@ def test_reduced_cost_fixing_keeps_the_optimum_when_the_lp_value_is_above_it() -
     inst = Instance(topo, ("A", "B"), sd, np.array([[1.0, 1.3, 1.3]] * 2), queue, busy)
     for name, options in EXACT:
         r = solve(inst, name, gap=0.0, **options)
-        assert_feasible(inst, r.assignment())
+        assert_feasible(inst, r)
         assert r.status == Status.OPTIMAL, (name, options, r.status)
         assert r.objective == pytest.approx(2.1000001011, rel=1e-12)
 
@@ -297,10 +311,11 @@ def test_pricing_with_cuts_matches_enumeration(inst: Instance, seed: int) -> Non
 @given(inst=tiny_instances())
 def test_no_heuristic_beats_the_proven_optimum(inst: Instance) -> None:
     exact = solve(inst, "cpsat")
+    assert_feasible(inst, exact)
     assert exact.status == Status.OPTIMAL, exact.settings
     for name in HEURISTICS:
         r = solve(inst, name, seed=3)
-        assert_feasible(inst, r.assignment())
+        assert_feasible(inst, r)
         if (
             r.n_placed == exact.n_placed
             and evaluate(inst, r.assignment()).placed == evaluate(inst, exact.assignment()).placed
@@ -321,11 +336,12 @@ def test_exact_solvers_are_exact_at_any_cost_magnitude(seed: int) -> None:
     inst = Instance(topo, ("A", "B"), sd, np.array([[1.0, 1.7, 1.7]] * 2), queue)
     for name, options in EXACT:
         reference = solve(inst, name, **options)
+        assert_feasible(inst, reference)
         assert reference.status == Status.OPTIMAL
         for magnitude in (1e-9, 1e-4, 1e9):
             weighted = replace(inst, queue=tuple(replace(j, weight=magnitude) for j in queue))
             r = solve(weighted, name, **options)
-            assert_feasible(weighted, r.assignment())
+            assert_feasible(weighted, r)
             assert r.status == Status.OPTIMAL, (name, options, magnitude)
             assert r.objective / magnitude == pytest.approx(reference.objective, rel=TOL)
             assert r.bound is not None and r.bound <= r.objective
@@ -338,7 +354,9 @@ def test_costs_too_far_apart_for_the_integer_model_are_an_input_error() -> None:
     for name, options in EXACT:
         with pytest.raises(InputError, match="costs = .*span too wide a range"):
             solve(inst, name, **options)
-    assert solve(inst, "cpsat", scale=MIN_SCALE).status == Status.OPTIMAL
+    r = solve(inst, "cpsat", scale=MIN_SCALE)
+    assert_feasible(inst, r)
+    assert r.status == Status.OPTIMAL
 
 
 def test_scaling_keeps_the_optimal_placement_on_close_costs() -> None:
@@ -352,10 +370,12 @@ def test_scaling_keeps_the_optimal_placement_on_close_costs() -> None:
     optimum = brute_force(inst)
     for name, options in EXACT:
         r = solve(inst, name, gap=0.0, **options)
+        assert_feasible(inst, r)
         assert r.status == Status.OPTIMAL
         assert r.objective == pytest.approx(optimum, rel=1e-12, abs=1e-12), (name, options)
     # A scale too coarse to see the differences proves a tie, not the better placement.
     coarse = solve(inst, "cpsat", gap=0.0, scale=MIN_SCALE, formulation="compact")
+    assert_feasible(inst, coarse)
     assert coarse.objective >= optimum
     assert coarse.gap is not None and coarse.gap <= 2 / MIN_SCALE  # what "optimal" promises
 
@@ -378,6 +398,8 @@ def test_highs_is_started_only_without_presolve(
     inst = _sample(64, 1.0, 1)
     r = solve(inst, "milp", backend="highs", warm_start=warm_start, time_limit=5)
     ref = solve(inst, "cpsat", time_limit=5)
+    assert_feasible(inst, r)
+    assert_feasible(inst, ref)
     assert r.settings["warm_start"] is warm_start
     presolve = {h.getOptionValue("presolve")[1] for h in made}
     assert presolve == ({"off"} if warm_start else {"choose"})
@@ -390,13 +412,14 @@ def test_highs_keeps_its_start() -> None:
     # its time.
     inst = _sample(64, 1.0, 2)
     rnd = make_round(inst)
-    best = greedy_assignment(rnd)
+    best = _checked_greedy(rnd)
     model = build_model(rnd, 1e6, 1.01 * round_cost(inst, best), None)
     start = model.start(best, rnd)
     solver = get_solver("milp", backend="highs")
     started = solver.run(model.sparse, start, 0.1, 0)
     assert started.solution is not None
     assert model.sparse.satisfied(started.solution)
+    _assert_feasible_positions(inst, model.decode(started.solution))
     assert model.sparse.objective @ started.solution <= model.sparse.objective @ start
 
 
@@ -411,7 +434,7 @@ def test_milp_stops_at_the_time_limit_on_a_large_model(backend: str) -> None:
     r = solve(inst, "milp", backend=backend, formulation="compact", time_limit=2.0)
     # HiGHS 1.95-1.97 s measured; with four busy processes beside it on 2 cores 2.05-2.60 s.
     assert r.wall_time < 2.6
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
     assert r.n_placed == len(make_round(inst).open_positions)
 
 
@@ -424,14 +447,17 @@ def _sample(n: int, load: float, seed: int) -> Instance:
 def test_cpsat_and_milp_agree_on_small_families() -> None:
     for seed in range(3):
         inst = _sample(16, 1.0, seed)
-        objs = [solve(inst, name, **opts).objective for name, opts in EXACT]
+        results = [solve(inst, name, **opts) for name, opts in EXACT]
+        for r in results:
+            assert_feasible(inst, r)
+        objs = [r.objective for r in results]
         assert max(objs) - min(objs) <= TOL * max(objs)
 
 
 def test_time_limited_answer_is_not_reported_optimal() -> None:
     inst = _sample(256, 1.0, 0)
     r = solve(inst, "cpsat", time_limit=0.5)
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
     assert r.status in (Status.FEASIBLE, Status.NO_SOLUTION)
     assert r.bound is not None and r.bound < r.objective
     assert r.gap > 0
@@ -458,9 +484,11 @@ def test_no_solution_returns_the_greedy_placement(cls: type[CpSatSolver]) -> Non
     # incumbent's cost) was passed on as the round's status.
     inst = _sample(64, 1.0, 0)
     r = cls(formulation="compact").solve(inst)
+    assert_feasible(inst, r)
     assert r.status == Status.NO_SOLUTION
     assert "fallback" in r.settings
     greedy = solve(inst, "greedy")
+    assert_feasible(inst, greedy)
     assert r.assignment() == greedy.assignment()
     assert r.bound <= r.objective
 
@@ -483,10 +511,10 @@ def test_no_time_left_after_building_means_no_back_end(monkeypatch) -> None:
     assert not calls and r.status == Status.NO_SOLUTION
     assert "no time left" in r.settings["fallback"]
     assert r.assignment() == solve(inst, "greedy").assignment()
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
     proven = Counting(formulation="compact", time_limit=1.0, deterministic=True).solve(inst)
     assert len(calls) == 1 and proven.status == Status.OPTIMAL
-    assert_feasible(inst, proven.assignment())
+    assert_feasible(inst, proven)
 
 
 def test_back_end_limit_leaves_time_for_its_answer(monkeypatch) -> None:
@@ -507,13 +535,15 @@ def test_back_end_limit_leaves_time_for_its_answer(monkeypatch) -> None:
     (given, nonzeros), *_ = calls
     assert 0 < given <= 2.0 - 1e-2 * nonzeros and 1e-2 * nonzeros > 0.1
     assert r.status == Status.OPTIMAL and r.wall_time < 2.0
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
 
 
 def test_deterministic_for_seed_and_workers() -> None:
     inst = _sample(16, 1.0, 2)
     a = solve(inst, "cpsat", seed=5, workers=1)
     b = solve(inst, "cpsat", seed=5, workers=1)
+    assert_feasible(inst, a)
+    assert_feasible(inst, b)
     assert a.assignment() == b.assignment() and a.objective == b.objective
 
 
@@ -527,7 +557,7 @@ def test_any_non_negative_seed_reaches_the_back_end(backend: str) -> None:
     config = {} if backend == "cpsat" else {"backend": backend}
     name = "cpsat" if backend == "cpsat" else "milp"
     r = solve(inst, name, time_limit=1.0, seed=2**40, **config)
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
     assert r.settings["seed"] == 2**40 and r.status in (Status.OPTIMAL, Status.FEASIBLE)
 
 
@@ -544,7 +574,7 @@ def test_a_cbc_failure_is_no_answer_not_an_error(monkeypatch, caplog) -> None:
     monkeypatch.setattr(pulp.LpProblem, "solve", crash)
     inst = make_instance(Family(64, 4, 1.0, "synthetic"), 2)
     r = solve(inst, "milp", backend="cbc", time_limit=1.0)
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
     assert r.status == Status.FEASIBLE and r.bound is not None and r.bound <= r.objective
     assert "CBC failed" in caplog.text
 
@@ -567,7 +597,7 @@ def test_deterministic_mode_repeats_a_time_limited_solve(workers: int) -> None:
     assert a.settings["cg_iterations"] == b.settings["cg_iterations"]
     assert a.settings["lagrangian_steps"] == b.settings["lagrangian_steps"]
     for r in runs:
-        assert_feasible(inst, r.assignment())
+        assert_feasible(inst, r)
 
 
 def test_budget_counts_work_and_gives_back_what_a_step_left() -> None:
@@ -591,10 +621,12 @@ def test_deterministic_mode_hands_unused_shares_on() -> None:
     # must go to the exact model (they once stayed charged, and it got no time to prove).
     inst = _sample(64, 1.0, 2)
     r = solve(inst, "cpsat", time_limit=10.0, deterministic=True)
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
     assert r.status == Status.OPTIMAL
     assert "proof" not in r.settings  # proven by the exact model, not by the LP bound
-    assert r.objective == pytest.approx(solve(inst, "cpsat", time_limit=10.0).objective)
+    by_the_clock = solve(inst, "cpsat", time_limit=10.0)
+    assert_feasible(inst, by_the_clock)
+    assert r.objective == pytest.approx(by_the_clock.objective)
 
 
 def test_column_generation_far_from_its_lp_value_is_followed_by_the_subgradient_bound() -> None:
@@ -603,13 +635,15 @@ def test_column_generation_far_from_its_lp_value_is_followed_by_the_subgradient_
     # is at least theirs.
     inst = _sample(512, 1.0, 0)
     r = solve(inst, "cpsat", time_limit=1.0, deterministic=True)
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
     steps = r.settings["lagrangian_steps"]
     assert steps >= 1
     subgradient, _ = lagrangian_bound(make_round(inst), r.settings["greedy_cost"], 1e9, steps)
     assert r.bound >= subgradient > lower_bound(make_round(inst))
     assert r.bound <= r.objective
-    converged = solve(_sample(16, 1.0, 0), "cpsat", time_limit=1.0, deterministic=True)
+    small = _sample(16, 1.0, 0)
+    converged = solve(small, "cpsat", time_limit=1.0, deterministic=True)
+    assert_feasible(small, converged)
     assert converged.settings["cg_converged"] and "lagrangian_steps" not in converged.settings
 
 
@@ -630,7 +664,7 @@ def test_column_generation_runs_until_the_clock_unless_deterministic(monkeypatch
     inst = _sample(16, 1.0, 0)
     for deterministic in (False, True):
         result = solve(inst, "cpsat", time_limit=2.0, deterministic=deterministic)
-        assert_feasible(inst, result.assignment())
+        assert_feasible(inst, result)
     assert caps == [None, WORK_RATES["cg"] * 1.0]
 
 
@@ -652,6 +686,8 @@ def test_choose_mode_backfills_and_wins_the_lexicographic_key() -> None:
     )
     prefix = solve(inst, "cpsat", mode="prefix")
     choose = solve(inst, "cpsat", mode="choose")
+    assert_feasible(inst, prefix)
+    assert_feasible(inst, choose)
     assert prefix.n_placed == 1 and choose.n_placed == 2
     assert evaluate(inst, choose.assignment()).key < evaluate(inst, prefix.assignment()).key
     assert choose.objective == pytest.approx(brute_force(inst, "choose"))
@@ -665,6 +701,8 @@ def test_running_jobs_move_unless_kept() -> None:
     )
     moved = solve(inst, "cpsat")
     kept = solve(inst, "cpsat", keep_running=True)
+    assert_feasible(inst, moved)
+    assert_feasible(inst, kept)
     assert moved.assignment()["r"] == (2, 3) and moved.placements[0].action == "migrate"
     assert kept.assignment()["r"] == (0, 1) and kept.placements[0].action == "keep"
     assert kept.status == Status.OPTIMAL
@@ -704,7 +742,7 @@ def test_column_weights_belong_to_their_columns() -> None:
     one (its convexity row) and price its own columns at the LP value."""
     inst = _sample(64, 1.0, 0)
     rnd = make_round(inst)
-    cg = column_generation(rnd, greedy_assignment(rnd), time_limit=5.0, max_work=120_000)
+    cg = column_generation(rnd, _checked_greedy(rnd), time_limit=5.0, max_work=120_000)
     assert cg.iterations > 2
     lp_multi = 0.0
     for pos, cols in cg.columns.items():
@@ -717,7 +755,7 @@ def test_column_weights_belong_to_their_columns() -> None:
 
 def test_column_generation_gives_up_only_far_from_its_lp_value() -> None:
     rnd = make_round(_sample(256, 1.0, 1))
-    start = greedy_assignment(rnd)
+    start = _checked_greedy(rnd)
     work = 250_000  # about 30 iterations
     whole = column_generation(rnd, start, time_limit=1e9, max_work=work, give_up=(0.2, 1e9))
     early = column_generation(rnd, start, time_limit=1e9, max_work=work, give_up=(0.2, 0.0))
@@ -765,6 +803,7 @@ def test_region_reoptimisation_improves_a_poor_placement() -> None:
     after = round_cost(inst, out)
     assert after < 0.9 * before
     optimum = solve(inst, "cpsat", time_limit=30.0)
+    assert_feasible(inst, optimum)
     assert after >= optimum.bound - 1e-9
 
 
@@ -775,7 +814,7 @@ def test_search_work_is_counted_not_timed() -> None:
 
     inst = _sample(256, 1.0, 1)
     rnd = make_round(inst)
-    start = greedy_assignment(rnd)
+    start = _checked_greedy(rnd)
     limit = 200_000  # a fifth of a second of the benchmark machine
     runs = [improve(rnd, start, np.inf, seed=4, patience=10**6, max_work=limit) for _ in range(2)]
     (a, work), (b, again) = runs
@@ -790,9 +829,10 @@ def test_search_work_is_counted_not_timed() -> None:
         + (len(rnd.open_positions) - len(rnd.multi)) * SINGLE_WORK
     )
     assert limit <= work < limit + largest
-    assert_feasible(inst, {inst.queue[p].id: g for p, g in a.items()})
+    _assert_feasible_positions(inst, a)
     assert round_cost(inst, a) <= round_cost(inst, start)
     shorter, less = improve(rnd, start, np.inf, seed=4, patience=10**6, max_work=limit // 4)
+    _assert_feasible_positions(inst, shorter)
     assert less < work and round_cost(inst, a) <= round_cost(inst, shorter)
 
 
@@ -803,7 +843,7 @@ def test_region_work_is_counted_not_timed() -> None:
 
     inst = _sample(256, 1.0, 1)
     rnd = make_round(inst)
-    start = greedy_assignment(rnd)
+    start = _checked_greedy(rnd)
     run = CpSatSolver(deterministic=True).run
     limit = 500_000  # half a second of the benchmark machine
     runs = [
@@ -814,7 +854,7 @@ def test_region_work_is_counted_not_timed() -> None:
         p: tuple(g) for p, g in b.items()
     }
     assert limit - SUBMODEL_WORK <= work <= 1.01 * limit
-    assert_feasible(inst, {inst.queue[p].id: g for p, g in a.items()})
+    _assert_feasible_positions(inst, a)
     assert round_cost(inst, a) <= round_cost(inst, start)
 
 
@@ -830,7 +870,7 @@ def test_warm_start_off_means_no_start_anywhere() -> None:
     solver.run = recording
     inst = _sample(256, 1.0, 0)
     r = solver.solve(inst)
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
     assert starts and all(s is None for s in starts)
 
 
@@ -849,14 +889,15 @@ def test_packing_cuts_close_the_rack_gap() -> None:
     inst = _three_pairs_two_racks()
     rnd = make_round(inst)
     optimum = brute_force(inst)
-    plain = column_generation(rnd, greedy_assignment(rnd), time_limit=5.0, max_cuts=0)
-    cut = column_generation(rnd, greedy_assignment(rnd), time_limit=5.0)
+    start = _checked_greedy(rnd)
+    plain = column_generation(rnd, start, time_limit=5.0, max_cuts=0)
+    cut = column_generation(rnd, start, time_limit=5.0)
     assert plain.converged and cut.converged and not plain.cuts
     assert plain.lp_value == pytest.approx(5.4)
     assert {(c.tier, c.v, c.d, c.rhs) for c in cut.cuts} == {(1, 1.0, 2, 1)}
     assert cut.bound == pytest.approx(optimum) == pytest.approx(5.5)
     r = solve(inst, "cpsat")
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
     assert r.status == Status.OPTIMAL and r.settings["proof"] == "configuration-LP bound"
     assert r.settings["cg_cuts"] == 2
 
@@ -870,7 +911,7 @@ def test_model_check_agrees_with_each_row(seed: int) -> None:
     rnd = make_round(inst)
     model = build_model(rnd, 1e6)
     sp = model.sparse
-    start = model.start(greedy_assignment(rnd), rnd)
+    start = model.start(_checked_greedy(rnd), rnd)
     rng = np.random.default_rng(seed)
     trials = [start] + [start.copy() for _ in range(5)]
     for sol in trials[1:]:

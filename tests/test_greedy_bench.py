@@ -22,6 +22,10 @@ from palopt.solvers.local import polish
 from palopt.solvers.round import admitted_prefix, make_round, round_cost
 
 
+def _assert_feasible_positions(inst: Instance, chosen: dict[int, np.ndarray]) -> None:
+    assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
+
+
 def test_admitted_prefix_is_the_longest_fitting_prefix() -> None:
     topo = build_cluster(1, 2, 4)
     busy = np.zeros(8, dtype=bool)
@@ -48,7 +52,7 @@ def test_jobs_left_out_of_the_round_say_why(name: str) -> None:
         ("choose", ["needs 4 GPUs; the jobs selected before it leave 1", None]),
     ]:
         r = solve(inst, name, mode=mode)
-        assert_feasible(inst, r.assignment())
+        assert_feasible(inst, r)
         assert [p.reason for p in r.placements[1:]] == [
             None if why is None else f"not selected: {why}" for why in reasons
         ]
@@ -59,7 +63,7 @@ def test_pal_and_greedy_place_the_admitted_prefix() -> None:
     n = admitted_prefix(inst)
     for name in ("pal", "greedy", "packed-nonsticky"):
         r = solve(inst, name)
-        assert_feasible(inst, r.assignment())
+        assert_feasible(inst, r)
         assert [p.placed for p in r.placements] == [i < n for i in range(len(inst.queue))]
 
 
@@ -74,6 +78,7 @@ def test_greedy_takes_the_cheapest_tier() -> None:
         (Job("j", 2, "A"),),
     )
     r = solve(inst, "greedy")
+    assert_feasible(inst, r)
     assert r.assignment()["j"] == (2, 3)
     assert r.objective == pytest.approx(1.1)
 
@@ -90,13 +95,15 @@ def test_packing_keeps_whole_servers_for_later_jobs() -> None:
     order = list(rnd.open_positions)
     plain = GreedyPlacer(rnd).place(order)
     packed = GreedyPlacer(rnd, packing=PACKING).place(order)
+    _assert_feasible_positions(inst, plain[1])
+    _assert_feasible_positions(inst, packed[1])
     servers = topo.groups[topo.server_tier]
     assert len(np.unique(servers[plain[1][0]])) == 4
     assert len(np.unique(servers[packed[1][0]])) == 2
     assert packed[0] < plain[0]
     assert len(np.unique(servers[packed[1][1]])) == 1  # the 8-GPU job gets a whole server
     r = solve(inst, "greedy")
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
     assert r.objective == pytest.approx(packed[0])
 
 
@@ -114,10 +121,15 @@ def test_greedy_keeps_the_better_of_its_two_cheapest_passes_polished() -> None:
         ),
         key=lambda p: p[0],
     )
-    polished = [round_cost(inst, polish(rnd, chosen)) for _, chosen in passes]
+    polished = []
+    for _, chosen in passes:
+        _assert_feasible_positions(inst, chosen)
+        out = polish(rnd, chosen)
+        _assert_feasible_positions(inst, out)
+        polished.append(round_cost(inst, out))
     assert polished[0] > polished[1] * 1.02
     chosen = greedy_assignment(rnd)
-    assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
+    _assert_feasible_positions(inst, chosen)
     assert round_cost(inst, chosen) == pytest.approx(polished[1])
 
 
@@ -133,12 +145,17 @@ def test_rack_sized_jobs_last_keep_racks_whole() -> None:
     assert len(big) == 2
     packer = GreedyPlacer(rnd, packing=PACKING)
     rest = [p for p in queue if p not in big]
-    in_order, big_last = (
-        round_cost(inst, polish(rnd, packer.place(order)[1])) for order in (queue, rest + big)
-    )
+    costs = []
+    for order in (queue, rest + big):
+        _, chosen = packer.place(order)
+        _assert_feasible_positions(inst, chosen)
+        out = polish(rnd, chosen)
+        _assert_feasible_positions(inst, out)
+        costs.append(round_cost(inst, out))
+    in_order, big_last = costs
     assert big_last < in_order / 1.02
     chosen = greedy_assignment(rnd)
-    assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
+    _assert_feasible_positions(inst, chosen)
     assert round_cost(inst, chosen) == pytest.approx(big_last)
 
 
@@ -174,7 +191,7 @@ def test_packing_stays_within_its_slack(
 def test_greedy_scales_to_4096_gpus() -> None:
     inst = make_instance(Family(4096, 8, 0.5, "synthetic"), 0)
     r = solve(inst, "greedy")
-    assert_feasible(inst, r.assignment())
+    assert_feasible(inst, r)
     assert r.wall_time < 5.0  # about 0.3 s measured; generous for a shared CI machine
     bound = lower_bound(make_round(inst))
     assert bound <= r.objective
@@ -187,7 +204,10 @@ def test_greedy_does_not_depend_on_the_weights_scale(magnitude: float) -> None:
     inst = make_instance(Family(256, 8, 1.0, "synthetic"), 0)
     queue = tuple(replace(j, weight=j.weight * magnitude) for j in inst.queue)
     scaled = replace(inst, queue=queue)
-    assert solve(scaled, "greedy").assignment() == solve(inst, "greedy").assignment()
+    a, b = solve(scaled, "greedy"), solve(inst, "greedy")
+    assert_feasible(scaled, a)
+    assert_feasible(inst, b)
+    assert a.assignment() == b.assignment()
 
 
 def test_slowdown_profiles_are_deterministic_and_positive() -> None:

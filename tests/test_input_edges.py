@@ -9,7 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from palopt import InputError, Instance, Job, build_cluster, check_feasible, parse_shape, solve
+from palopt import (
+    InputError,
+    Instance,
+    Job,
+    assert_feasible,
+    build_cluster,
+    parse_shape,
+    solve,
+)
 from palopt.cli import main
 from palopt.hostlist import MAX_HOSTS, expand_hostlist
 from palopt.instance import MAX_FACTOR, MIN_FACTOR
@@ -103,7 +111,7 @@ def test_costs_at_the_edges_of_the_range_stay_finite_for_every_solver():
         for name in ("pal", "greedy", "cpsat", "milp"):
             result = solve(inst, name, time_limit=5)
             assert 0 < result.objective < np.inf and result.n_placed == 2, (name, factor)
-            assert check_feasible(inst, result.assignment()) == []
+            assert_feasible(inst, result)
 
 
 def test_exact_solvers_scale_tiny_costs_inside_without_naming_a_weight():
@@ -113,7 +121,9 @@ def test_exact_solvers_scale_tiny_costs_inside_without_naming_a_weight():
     sd = np.array([[1e-12, 2e-12, 1e-12, 1e-12]])
     inst = Instance(topo, ("A",), sd, np.ones((1, 3)), (Job("a", 2, "A"), Job("b", 1, "A")))
     for name in ("cpsat", "milp"):
-        assert solve(inst, name, time_limit=5).status == "optimal"
+        result = solve(inst, name, time_limit=5)
+        assert_feasible(inst, result)
+        assert result.status == "optimal"
 
 
 def test_an_option_named_like_an_argument_is_an_unknown_option(tmp_path, capsys):

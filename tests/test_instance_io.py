@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+from dataclasses import replace
 
 import jsonschema
 import numpy as np
@@ -108,6 +109,33 @@ def test_checker_finds_every_violation():
     assert "not in the topology" in check_feasible(busy, {"a": [0, 99]})[0]
 
 
+def test_checker_holds_a_result_to_its_gpus():
+    # A result is checked whole: one placement per queued job in queue order, the actions, the
+    # costs and the count its GPUs give. A result placing "a" twice and dropping "b" passed
+    # before (it was checked as a dict of job id -> GPUs).
+    inst = small_instance()
+    result = solve(inst, "pal")
+    assert check_feasible(inst, result) == []
+    a, b, c = result.placements
+    assert b.action == "keep" and c.placed
+    bad_cost = replace(c, cost=c.cost * 1.01)
+    for broken, message in (
+        (replace(result, placements=(a, a, c)), "not the queue's one by one in its order"),
+        (replace(result, placements=(a, c, b)), "not the queue's one by one in its order"),
+        (replace(result, placements=(a, replace(b, action="start"), c)), "call for 'keep'"),
+        (replace(result, placements=(a, b, bad_cost)), f"job 'c': cost {bad_cost.cost}"),
+        (replace(result, placements=(a, b, replace(c, tier="server"))), "on tier server"),
+        (replace(result, n_placed=2), "n_placed 2, 3 jobs placed"),
+        (replace(result, objective=result.objective + 0.1), "its placements cost"),
+    ):
+        assert any(message in problem for problem in check_feasible(inst, broken)), broken
+    waiting = replace(b, gpus=(), action="preempt", cost=None, tier=None)
+    unplaced = replace(result, placements=(a, waiting, c), n_placed=2)
+    assert check_feasible(inst, unplaced) == [
+        f"objective {result.objective}, its placements cost {result.objective - 2.0 * b.cost}"
+    ]
+
+
 def test_json_round_trip_preserves_everything():
     inst = small_instance()
     again = instance_from_dict(json.loads(json.dumps(instance_to_dict(inst))))
@@ -115,7 +143,10 @@ def test_json_round_trip_preserves_everything():
     assert np.array_equal(again.slowdown, inst.slowdown)
     assert np.array_equal(again.penalty, inst.penalty)
     assert again.topology.gpu_ids == inst.topology.gpu_ids
-    assert solve(again, "pal").assignment() == solve(inst, "pal").assignment()
+    from_json, result = solve(again, "pal"), solve(inst, "pal")
+    assert check_feasible(again, from_json) == []
+    assert check_feasible(inst, result) == []
+    assert from_json.assignment() == result.assignment()
 
 
 def test_schema_accepts_written_instances_and_is_valid():

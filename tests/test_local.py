@@ -72,6 +72,7 @@ def test_exchange_trades_the_servers_of_two_jobs() -> None:
     inst = Instance(build_cluster(1, 2, 2), ("A", "B"), sd, PENALTY, queue)
     rnd = make_round(inst)
     out = polish(rnd, {0: np.array([0, 1]), 1: np.array([2, 3])})
+    assert_feasible(inst, _assignment(inst, out))
     assert out[0].tolist() == [2, 3] and out[1].tolist() == [0, 1]
     assert round_cost(inst, out) == pytest.approx(2.0)
 
@@ -102,6 +103,7 @@ def test_polish_keeps_the_jobs_and_never_costs_more(
     order = list(rnd.open_positions)
     for placer in (GreedyPlacer(rnd), GreedyPlacer(rnd, packing=PACKING)):
         cost, start = placer.place(order)
+        assert_feasible(inst, _assignment(inst, start))
         out = polish(rnd, start)
         assert_feasible(inst, _assignment(inst, out))
         assert {p: len(g) for p, g in out.items()} == {p: len(g) for p, g in start.items()}

@@ -133,16 +133,20 @@ def test_utilisation_is_held_gpu_time_over_the_makespan():
     # One GPU. Exact completion: a job of 28 iterations of 1 s ends 28 s into its round; the
     # GPU is held until then (was 100 / 28 = 357%, a whole round over part of one).
     topo = build_cluster(1, 1, 1)
-    cfg = SimConfig(round_s=100, completion="exact")
+    cfg = SimConfig(round_s=100, completion="exact", check=True)
     s = summary(simulate(topo, flat(1), [job("a", 1, 0, 28)], "pal", "fifo", cfg))
     assert s["makespan_h"] * 3600 == pytest.approx(28.0) and s["gpu_utilisation"] == 1.0
     # A trace that starts late: the makespan and the utilisation both start at the first
     # submission (was 1 / 11 = 9%, counted from time 0).
-    s = summary(simulate(topo, flat(1), [job("a", 1, 1080, 100)], "pal", "fifo", SimConfig()))
+    s = summary(
+        simulate(topo, flat(1), [job("a", 1, 1080, 100)], "pal", "fifo", SimConfig(check=True))
+    )
     assert s["makespan_h"] * 3600 == pytest.approx(360.0) and s["gpu_utilisation"] == 1.0
     # Two GPUs, one job of one GPU for two rounds, then nothing: half.
     topo = build_cluster(1, 1, 2)
-    s = summary(simulate(topo, flat(2), [job("a", 1, 0, 200)], "pal", "fifo", SimConfig(100)))
+    s = summary(
+        simulate(topo, flat(2), [job("a", 1, 0, 200)], "pal", "fifo", SimConfig(100, check=True))
+    )
     assert s["gpu_utilisation"] == 0.5
 
 
@@ -176,12 +180,12 @@ def test_preemptions_faster_than_the_restart_cost_stall():
     # loop for ever (the stall guard counted only rounds with nothing running).
     topo = build_cluster(1, 1, 4)
     trace = [job("a", 4, 0, 300), job("b", 4, 0, 300)]
-    cfg = SimConfig(round_s=100, restart_cost_s=150, completion="exact")
+    cfg = SimConfig(round_s=100, restart_cost_s=150, completion="exact", check=True)
     with pytest.raises(SimulationStalled, match="restart cost") as err:
         simulate(topo, flat(4), trace, "packed-sticky", "las", cfg)
     assert "for 13 rounds" in str(err.value)  # 10, plus the 2 rounds a restart spans, then 1
     # Just under a round, each resume gains an iteration, and both jobs finish.
-    cfg = SimConfig(round_s=100, restart_cost_s=99, completion="exact")
+    cfg = SimConfig(round_s=100, restart_cost_s=99, completion="exact", check=True)
     res = simulate(topo, flat(4), trace, "packed-sticky", "las", cfg)
     assert (finish(res, "a"), finish(res, "b")) == (40100.0, 40200.0)
 
@@ -195,7 +199,7 @@ class _PlacesNothing:
 
 def test_a_job_no_solver_places_stalls():
     topo = build_cluster(1, 1, 4)
-    cfg = SimConfig(round_s=100, max_idle_rounds=3)
+    cfg = SimConfig(round_s=100, max_idle_rounds=3, check=True)
     with pytest.raises(SimulationStalled, match="cannot be placed") as err:
         simulate(topo, flat(4), [job("a", 1, 0, 100)], _PlacesNothing(), "fifo", cfg)
     assert "for 4 rounds at t=300s (0 running, 1 waiting, solver nothing" in str(err.value)
@@ -234,7 +238,9 @@ def test_a_backfilled_job_keeps_running_behind_the_blocked_one(solver):
 def test_waiting_until_arrival_and_round_alignment():
     # A job arriving at 130 s is admitted at the 200 s round (rounds start at multiples of R).
     topo = build_cluster(1, 1, 1)
-    res = simulate(topo, flat(1), [job("j", 1, 130, 50)], "pal", "fifo", SimConfig(round_s=100))
+    res = simulate(
+        topo, flat(1), [job("j", 1, 130, 50)], "pal", "fifo", SimConfig(round_s=100, check=True)
+    )
     assert res.jobs.first_start[0] == 200.0
     assert finish(res, "j") == 300.0
 
@@ -348,7 +354,9 @@ def test_extra_jobs_untracked():
     times = [e.submit_time for e in extra]
     assert times[0] > 20.0 and times == sorted(times) and all(t == int(t) for t in times)
     topo = build_cluster(1, 1, 2)
-    res = simulate(topo, flat(2), trace, "pal", "fifo", SimConfig(round_s=100, extra_jobs=True))
+    res = simulate(
+        topo, flat(2), trace, "pal", "fifo", SimConfig(round_s=100, extra_jobs=True, check=True)
+    )
     assert summary(res)["jobs"] == 3
     assert len(res.jobs) > 3
 
@@ -428,7 +436,7 @@ def test_step_by_step_library_use():
         [job("a", 1, 0, 150), job("b", 1, 0, 50)],
         "pal",
         "fifo",
-        SimConfig(round_s=100),
+        SimConfig(round_s=100, check=True),
     )
     r0 = sim.step()
     assert (r0.time, r0.running, r0.busy_gpus, r0.started) == (0.0, 2, 2, 2)
@@ -463,9 +471,16 @@ def test_skipping_rounds_changes_nothing(solver, policy):
         )
         for i in range(30)
     ]
-    fast = Simulator(topo, prof, trace, solver, policy, SimConfig(round_s=300, seed=4)).run()
+    fast = Simulator(
+        topo, prof, trace, solver, policy, SimConfig(round_s=300, seed=4, check=True)
+    ).run()
     full = Simulator(
-        topo, prof, trace, solver, policy, SimConfig(round_s=300, seed=4, shortcuts=False)
+        topo,
+        prof,
+        trace,
+        solver,
+        policy,
+        SimConfig(round_s=300, seed=4, shortcuts=False, check=True),
     ).run()
     assert fast.jobs.finish.tolist() == full.jobs.finish.tolist()
     assert fast.jobs.migrations.tolist() == full.jobs.migrations.tolist()
@@ -480,7 +495,9 @@ def test_shortcuts_stop_with_the_last_tracked_job():
     topo = build_cluster(1, 1, 4)
     trace = [job("a", 1, 0, 100), TraceJob("b", 1, 0.0, 10_000.0, "m", "A", 1.0, False)]
     runs = [
-        Simulator(topo, flat(4), trace, "packed-sticky", "fifo", SimConfig(100, shortcuts=on))
+        Simulator(
+            topo, flat(4), trace, "packed-sticky", "fifo", SimConfig(100, shortcuts=on, check=True)
+        )
         for on in (True, False)
     ]
     fast, full = (sim.run() for sim in runs)
@@ -500,7 +517,7 @@ def test_a_horizon_stops_the_run_where_the_full_run_is(shortcuts, policy, horizo
         job(str(i), int(rng.choice([1, 2, 4, 8])), float(rng.integers(0, 3000)), 3000.0)
         for i in range(12)
     ]
-    cfg = SimConfig(round_s=100, shortcuts=shortcuts)
+    cfg = SimConfig(round_s=100, shortcuts=shortcuts, check=True)
     full = simulate(topo, flat(8), trace, "pal", policy, cfg)
     cut = simulate(topo, flat(8), trace, "pal", policy, replace(cfg, max_time_s=horizon))
     rounds = [r for r in full.rounds if r.time < horizon]
@@ -520,7 +537,7 @@ def test_a_horizon_ends_a_run_in_which_las_starves_a_job():
     # LAS with extra jobs on an overloaded 1-GPU cluster: each newcomer (no service yet) takes
     # the GPU from the tracked job, which would wait for ever; the horizon ends the run.
     trace = [job("a", 1, 0, 5000)]
-    cfg = SimConfig(round_s=600, extra_jobs=True, extra_rate=30.0, max_time_s=20_000)
+    cfg = SimConfig(round_s=600, extra_jobs=True, extra_rate=30.0, max_time_s=20_000, check=True)
     res = simulate(build_cluster(1, 1, 1), flat(1), trace, "pal", "las", cfg)
     assert res.rounds[-1].time < 20_000 <= res.rounds[-1].time + 600
     assert summary(res)["unfinished"] == 1
@@ -534,7 +551,9 @@ def test_rounds_start_at_multiples_of_the_round_length(busy):
     # and on time on an empty one (skipping ahead).
     topo = build_cluster(1, 1, 4)
     trace = [job("a", 1, 0, 100)] * busy + [job("b", 1, 1.0, 0.05)]
-    res = simulate(topo, flat(4), trace, "packed-sticky", "fifo", SimConfig(0.1, shortcuts=False))
+    res = simulate(
+        topo, flat(4), trace, "packed-sticky", "fifo", SimConfig(0.1, shortcuts=False, check=True)
+    )
     k = [j.id for j in res.jobs.jobs].index("b")
     assert res.jobs.first_start[k] == 1.0
     assert [r.time for r in res.rounds] == [r.round * 0.1 for r in res.rounds]

@@ -70,6 +70,7 @@ def test_cli_simulate_outputs(artifact_dir, tmp_path, capsys):
             "360",
             "--out",
             str(out),
+            "--check",
         ]
     )
     assert rc == 0
@@ -162,10 +163,10 @@ def test_improvement_table():
 
 
 def test_sweep_in_pool_matches_serial(artifact_dir, tmp_path):
-    spec = fig10_sweep(artifact_dir, tmp_path / "a", [1], ["pal", "packed-sticky"])
+    spec = fig10_sweep(artifact_dir, tmp_path / "a", [1], ["pal", "packed-sticky"], check=True)
     pooled = run_sweep(spec, simulate_cell, workers=2)
     serial = run_sweep(
-        fig10_sweep(artifact_dir, tmp_path / "b", [1], ["pal", "packed-sticky"]),
+        fig10_sweep(artifact_dir, tmp_path / "b", [1], ["pal", "packed-sticky"], check=True),
         simulate_cell,
         workers=1,
     )
@@ -206,6 +207,7 @@ def test_simulate_cell_checks_keys(artifact_dir):
 def test_simulate_cell_stops_at_its_horizon(artifact_dir):
     # Workload 1 under LAS with extra jobs, stopped after 10 h: 149 of its 160 jobs completed.
     cell = {"data": str(artifact_dir), "workload": 1, "scheduler": "las", "extra_jobs": True}
+    cell["check"] = True
     s = simulate_cell({**cell, "max_time": 36_000.0})
     assert (s["jobs"], s["unfinished"], s["rounds"]) == (149, 11, 100)
 
@@ -214,7 +216,7 @@ def test_cli_simulate_stops_at_max_time(artifact_dir, tmp_path, capsys):
     trace = str(artifact_dir / "traces" / "sia-philly-workload-1.csv")
     profile = str(artifact_dir / "sim-64gpu-cluster.csv")
     args = ["simulate", "--trace", trace, "--profile", profile, "--scheduler", "las"]
-    args += ["--extra-jobs", "--no-progress", "--no-plots", "--max-time"]
+    args += ["--extra-jobs", "--no-progress", "--no-plots", "--check", "--max-time"]
     assert main([*args, "36000", "--out", str(tmp_path)]) == 0
     assert "149 tracked jobs completed, 11 unfinished at the horizon" in capsys.readouterr().out
     s = json.loads((tmp_path / "summary.json").read_text())
@@ -229,7 +231,7 @@ def test_cli_simulate_passes_options_to_the_solver_and_the_policy(artifact_dir, 
     trace = str(artifact_dir / "traces" / "sia-philly-workload-1.csv")
     profile = str(artifact_dir / "sim-64gpu-cluster.csv")
     args = ["simulate", "--trace", trace, "--profile", profile, "--no-progress", "--no-plots"]
-    args += ["--max-time", "7200", "--scheduler", "tiresias"]
+    args += ["--max-time", "7200", "--check", "--scheduler", "tiresias"]
     tiresias = ["--scheduler-option", "thresholds=[600,6000]", "--scheduler-option"]
     assert main([*args, *tiresias, "promote_knob=2", "--out", str(tmp_path)]) == 0
     settings = json.loads((tmp_path / "summary.json").read_text())["settings"]
@@ -251,7 +253,14 @@ def test_cli_simulate_passes_options_to_the_solver_and_the_policy(artifact_dir, 
 
 def test_simulate_cell_tiles_a_larger_cluster(artifact_dir):
     s = simulate_cell(
-        {"data": str(artifact_dir), "cluster": "32x4", "load": 20.0, "n_jobs": 10, "round": 300.0}
+        {
+            "data": str(artifact_dir),
+            "cluster": "32x4",
+            "load": 20.0,
+            "n_jobs": 10,
+            "round": 300.0,
+            "check": True,
+        }
     )
     assert s["jobs"] == 10 and s["avg_jct_h"] > 0
 

@@ -59,6 +59,7 @@ def test_imported_profile_drives_a_simulation(tmp_path, artifact_dir, capsys):
                 "--out",
                 str(out),
                 "--no-plots",
+                "--check",
             ]
         )
         == 0

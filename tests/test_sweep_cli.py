@@ -26,6 +26,7 @@ data = "{artifact_dir}"
 cluster = "16x4"
 locality_penalty = 1.7
 round = 360
+check = true
 """)
     return path
 

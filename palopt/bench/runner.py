@@ -131,7 +131,7 @@ def run_instance(
             continue
         solver = get_solver(spec.name, **dict(spec.options))
         result = solver.solve(inst, time_limit=time_limit if spec.exact else None, seed=seed)
-        assert_feasible(inst, result.assignment())
+        assert_feasible(inst, result)
         if result.n_placed != len(rnd.positions):
             log.warning(
                 "%s placed %d jobs, not the admitted %d; its gap is not comparable",

@@ -122,7 +122,7 @@ def cmd_solve(args: argparse.Namespace) -> int:
         options["backend"] = args.backend
     solver = get_solver(args.solver, **options)
     result = solver.solve(instance, time_limit=args.time_limit, seed=args.seed)
-    assert_feasible(instance, result.assignment())
+    assert_feasible(instance, result)
     as_json = json.dumps(result.to_dict(instance), indent=1)
     if args.format == "json":
         text = as_json

@@ -452,7 +452,7 @@ class Simulator:
             instance, time_limit=self.config.time_limit, seed=self.config.seed + self.round
         )
         if self.config.check:
-            assert_feasible(instance, result.assignment())
+            assert_feasible(instance, result)
         if self.config.backfill:
             result = self._backfill(instance, result)
         return result
@@ -490,7 +490,7 @@ class Simulator:
                 sub, time_limit=self.config.time_limit, seed=self.config.seed + self.round
             )
             if self.config.check:
-                assert_feasible(sub, res.assignment())
+                assert_feasible(sub, res)
             for p in res.placements:
                 if p.placed:
                     placements[pos[p.job_id]] = p

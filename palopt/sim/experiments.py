@@ -79,6 +79,7 @@ CELL_KEYS: Mapping[str, Any] = {
     "extra_jobs": False,
     "fixed_charge": False,
     "max_time": None,  # the horizon in seconds (SimConfig.max_time_s); None: run to the end
+    "check": False,  # check every placement (palopt.cost.assert_feasible; slower)
 }
 
 
@@ -208,6 +209,7 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
         extra_jobs=cell["extra_jobs"],
         seed=cell["seed"],
         max_time_s=cell["max_time"],
+        check=cell["check"],
     )
     topo, profile = _cluster(profile_path, str(cell["cluster"]), config.seed)
     if check_flag(cell["fixed_charge"], "fixed_charge"):
