@@ -104,6 +104,15 @@ def test_a_misspelt_baseline_is_refused_before_any_run(tmp_path, artifact_dir, c
     assert not (tmp_path / "out").exists()
 
 
+def test_a_baseline_named_with_its_back_end(tmp_path, artifact_dir, capsys):
+    # "milp:highs" runs as a placement; as the baseline it was refused as unknown.
+    grid = grid_file(tmp_path, artifact_dir, '"milp:highs", "pal"')
+    text = grid.read_text().replace('baseline = "packed-sticky"', 'baseline = "milp:highs"')
+    grid.write_text(text.replace("check = true\n", "check = true\nmax_time = 3600\n"))
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
+    assert "Improvement over milp:highs" in capsys.readouterr().out
+
+
 def test_a_cell_with_two_traces_is_refused(tmp_path, artifact_dir, capsys):
     grid = grid_file(tmp_path, artifact_dir, '"packed-sticky"')
     grid.write_text(grid.read_text() + "load = 12\n")  # and workload 1: load was ignored

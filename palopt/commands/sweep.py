@@ -11,6 +11,7 @@ from palopt.errors import InputError
 from palopt.io import write_text
 from palopt.sim.experiments import BASELINES, format_tables, improvement_table, simulate_cell
 from palopt.solvers import list_solvers
+from palopt.solvers.base import split_solver_name
 from palopt.sweep import load_grid, run_sweep
 
 #: Cell parameters that name files; relative ones are taken from the grid file's folder.
@@ -60,7 +61,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise InputError("--workers", args.workers, "is for --engine local")
     spec = load_grid(args.grid)
     known = [s.name for s in list_solvers()]
-    if spec.baseline is not None and spec.baseline not in known:  # a typo: no table at the end
+    baseline = None if spec.baseline is None else split_solver_name(spec.baseline)[0]
+    if baseline is not None and baseline not in known:  # a typo: no table at the end
         raise InputError(
             f"{args.grid}: sweep.baseline",
             spec.baseline,
