@@ -155,7 +155,10 @@ class MilpSolver(ExactSolver):
             path=pulp.PULP_CBC_CMD.pulp_cbc_path,
             msg=False,
             timeLimit=seconds_left(deadline),
-            threads=self.workers,
+            # One worker: no -threads option. "-threads 1" runs CBC 2.10's parallel code with one
+            # thread, which now and then waits 10 s for that thread to start, whatever the time
+            # limit (1 in about 150 solves of a 12-GPU model, seen here: "waiting to start 10").
+            threads=self.workers if self.workers > 1 else None,
             gapRel=self.gap,
             # The objective is integral: a gap under one unit is a proof. Without it CBC was
             # seen to spend the whole limit on a 12-GPU model 5 units from its bound, with the
