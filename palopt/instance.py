@@ -347,18 +347,25 @@ def penalty_matrix(
     Raises
     ------
     InputError
-        For an unknown tier or class, or a missing class without a default.
+        For an unknown tier or class, a missing class without a default, or a penalty that is
+        not a number from :data:`MIN_FACTOR` to :data:`MAX_FACTOR`; named from ``field_name``.
 
     Examples
     --------
     >>> from palopt.topology import build_cluster
     >>> penalty_matrix(build_cluster(2, 2, 4), ["A"], 1.7).tolist()
     [[1.0, 1.7, 1.7]]
+    >>> penalty_matrix(build_cluster(2, 2, 4), ["A"], {"rack": 0.0}, "pen")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: pen.A.rack = 0.0: must be a finite number from 1e-12 to 1e+12
     """
     tiers = topology.tiers
     if is_number(penalties):
         row = [1.0 if t in ("nvlink", "server") else float(penalties) for t in tiers]
-        return np.array([row] * len(classes), dtype=np.float64)
+        matrix = np.array([row] * len(classes), dtype=np.float64)
+        require_factors(matrix, lambda r, k: field_name)
+        return matrix
     if not isinstance(penalties, Mapping):
         raise InputError(field_name, penalties, "expected a number or a mapping")
     if not any(isinstance(v, Mapping) for v in penalties.values()):  # one map tier -> value
@@ -391,4 +398,6 @@ def penalty_matrix(
                 last = float(value)
             row.append(last)
         rows.append(row)
-    return np.array(rows, dtype=np.float64)
+    matrix = np.array(rows, dtype=np.float64)
+    require_factors(matrix, lambda r, k: f"{field_name}.{classes[r]}.{tiers[k]}")
+    return matrix

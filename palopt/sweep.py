@@ -18,9 +18,10 @@ A grid file (TOML)::
 
 Each cell is run by a *cell function* (a picklable callable ``dict -> dict`` of metrics); a
 finished cell is stored as ``cells/<id>.json`` under the results folder, where ``<id>`` is a hash of
-its parameters, and skipped when the sweep is run again. Cells run in a local process pool by
-default, or as Ray tasks (``engine="ray"``). When a cell fails, the cells not yet started are
-cancelled, those running are finished and stored, and the cell's error is raised.
+its parameters (and the spec's ``context``), and skipped when the sweep is run again. Cells run
+in a local process pool by default, or as Ray tasks (``engine="ray"``). When a cell fails, the
+cells not yet started are cancelled, those running are finished and stored, and the cell's error
+is raised.
 """
 
 from __future__ import annotations
@@ -56,13 +57,19 @@ CellFunction = Callable[[dict[str, Any]], dict[str, Any]]
 
 @dataclass(frozen=True)
 class SweepSpec:
-    """A parsed grid file."""
+    """A parsed grid file.
+
+    ``context`` is text that every cell's id includes besides its parameters: whatever else
+    decides a cell's result, such as the code version or the folder its relative file names
+    are read from, so that a change of it runs the cells again rather than reusing results.
+    """
 
     grid: Mapping[str, tuple[Any, ...]]
     fixed: Mapping[str, Any] = field(default_factory=dict)
     out: Path = Path("runs/sweep")
     format: str = "csv"
     baseline: str | None = None
+    context: str = ""
 
 
 def load_grid(path: str | Path) -> SweepSpec:
@@ -170,19 +177,21 @@ def expand(spec: SweepSpec) -> list[dict[str, Any]]:
     ]
 
 
-def cell_id(cell: Mapping[str, Any]) -> str:
+def cell_id(cell: Mapping[str, Any], context: str = "") -> str:
     """A stable id of a cell's parameters (16 hex digits).
 
     Parameters
     ----------
     cell : mapping
         Parameter name -> value; values that JSON cannot hold are taken as ``str(value)``.
+    context : str, optional
+        What else the cell's result depends on (:attr:`SweepSpec.context`).
 
     Returns
     -------
     str
-        The first 16 hex digits of the SHA-1 of the cell as JSON with sorted keys, so the
-        order of the keys does not matter.
+        The first 16 hex digits of the SHA-1 of the cell as JSON with sorted keys (so the
+        order of the keys does not matter) and of the context, if there is one.
 
     Examples
     --------
@@ -190,21 +199,22 @@ def cell_id(cell: Mapping[str, Any]) -> str:
     'df819922fb0c6de3'
     >>> cell_id({"seed": 0, "placement": "pal"})
     'df819922fb0c6de3'
+    >>> cell_id({"seed": 0, "placement": "pal"}, "palopt 0.1.0")
+    'd0fdd437e9562af2'
     """
-    text = json.dumps(cell, sort_keys=True, default=str)
+    text = json.dumps(cell, sort_keys=True, default=str) + (f"\n{context}" if context else "")
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _store(out: Path, cell: dict[str, Any], metrics: dict[str, Any]) -> None:
-    cells = out / "cells"
-    cells.mkdir(parents=True, exist_ok=True)
-    write_text(
-        cells / f"{cell_id(cell)}.json", json.dumps({"cell": cell, "metrics": metrics}, default=str)
-    )
+def _cell_file(spec: SweepSpec, cell: Mapping[str, Any]) -> Path:
+    return spec.out / "cells" / f"{cell_id(cell, spec.context)}.json"
 
 
-def _done(out: Path, cell: Mapping[str, Any]) -> bool:
-    return (out / "cells" / f"{cell_id(cell)}.json").exists()
+def _store(spec: SweepSpec, cell: dict[str, Any], metrics: dict[str, Any]) -> None:
+    path = _cell_file(spec, cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    stored = {"cell": cell, "context": spec.context, "metrics": metrics}
+    write_text(path, json.dumps(stored, default=str))
 
 
 def _local(
@@ -247,23 +257,29 @@ def _ray(
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    error: BaseException | None = None  # as in _local: the first, after the running cells
+    # As in _local, the first error is raised after the running cells. At most one cell per CPU
+    # of the cluster is submitted at a time, so after an error the cells not started are simply
+    # not submitted (ray.cancel would interrupt running ones too).
+    error: BaseException | None = None
     try:
         task = ray.remote(_call)
-        refs = {task.remote(fn, c): c for c in cells}
-        while refs:
+        window = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        waiting = iter(cells)
+        refs: dict[Any, dict[str, Any]] = {}
+        while True:
+            if error is None:
+                for cell in itertools.islice(waiting, window - len(refs)):
+                    refs[task.remote(fn, cell)] = cell
+            if not refs:
+                break
             ready, _ = ray.wait(list(refs), num_returns=1)
             for ref in ready:
                 cell = refs.pop(ref)
                 try:
                     yield cell, ray.get(ref)
-                except ray.exceptions.TaskCancelledError:
-                    pass
                 except ray.exceptions.RayTaskError as exc:
                     if error is None:  # the cell's own error, not Ray's wrapper and traceback
                         error = exc.cause if isinstance(exc.cause, BaseException) else exc
-                        for other in refs:
-                            ray.cancel(other)
     finally:
         if started:
             ray.shutdown()
@@ -335,7 +351,7 @@ def run_sweep(
     if workers is not None and workers < 1:
         raise InputError("workers", workers, "must be at least 1")
     cells = expand(spec)
-    todo = [c for c in cells if not _done(spec.out, c)]
+    todo = [c for c in cells if not _cell_file(spec, c).exists()]
     log.info("sweep: %d cells, %d already done", len(cells), len(cells) - len(todo))
     if engine == "local":
         results = _local(fn, todo, workers or os.cpu_count() or 1)
@@ -345,7 +361,7 @@ def run_sweep(
         raise InputError("engine", engine, "must be 'local' or 'ray'")
     bar = progress_bar(len(todo), "cell") if progress else None
     for cell, metrics in results:
-        _store(spec.out, cell, metrics)
+        _store(spec, cell, metrics)
         if bar is not None:
             bar.update(1)
     if bar is not None:
@@ -420,7 +436,7 @@ def collect(spec: SweepSpec, cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame
     """
     rows = []
     for cell in cells:
-        stored = json.loads((spec.out / "cells" / f"{cell_id(cell)}.json").read_text())
+        stored = json.loads(_cell_file(spec, cell).read_text())
         rows.append({**stored["cell"], **stored["metrics"]})
     table = pd.DataFrame(rows)
     spec.out.mkdir(parents=True, exist_ok=True)

@@ -84,7 +84,7 @@ def test_a_duplicate_key_in_an_instance_fails_the_cli(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda d: d.update(penalties=1e308), "penalties.A.rack = 1e+308: must be a finite number"),
+        (lambda d: d.update(penalties=1e308), "penalties = 1e+308: must be a finite number"),
         (lambda d: d["slowdown"]["A"].update(gpu1=2e12), "slowdown.A.gpu1 = 2000000000000.0"),
         (lambda d: d["slowdown"]["A"].update(gpu1=1e-13), "slowdown.A.gpu1 = 1e-13"),
         (lambda d: d["queue"][1].update(weight=1e306), "queue[1].weight = 1e+306: with these"),

@@ -162,6 +162,17 @@ def test_improvement_table():
     assert g.loc[("packed-nonsticky", "pal"), "max_gain"] == pytest.approx(0.5)
 
 
+def test_improvement_table_refuses_runs_with_unfinished_jobs():
+    rows = [
+        {"load": 8, "placement": "packed-sticky", "avg_jct_h": 9.0, "unfinished": 0},
+        {"load": 8, "placement": "pal", "avg_jct_h": 4.0, "unfinished": 3},
+    ]
+    with pytest.raises(InputError, match="^unfinished = 3: load 8, placement pal: tracked jobs"):
+        improvement_table(rows, "load")
+    rows[1]["unfinished"] = 0
+    assert improvement_table(rows, "load")[1]["geomean_gain"].tolist() == [pytest.approx(5 / 9)]
+
+
 def test_sweep_in_pool_matches_serial(artifact_dir, tmp_path):
     spec = fig10_sweep(artifact_dir, tmp_path / "a", [1], ["pal", "packed-sticky"], check=True)
     pooled = run_sweep(spec, simulate_cell, workers=2)
@@ -195,6 +206,7 @@ def test_simulate_cell_checks_keys(artifact_dir):
         ("load", "x", {}),
         ("n_jobs", 0, {"load": 8}),
         ("max_time", "1h", {"workload": 1}),
+        ("locality_penalty", -1.0, {"workload": 1}),  # was named penalties.classA.rack
     ):
         with pytest.raises(InputError, match=f"^{key} = "):
             simulate_cell({"data": str(artifact_dir), **cell, key: value})

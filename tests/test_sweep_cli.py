@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from palopt.cli import main
+from palopt.sim.experiments import CELL_KEYS
 
 
 def grid_file(tmp_path: Path, artifact_dir: Path, placements: str) -> Path:
@@ -104,13 +105,88 @@ def test_a_misspelt_baseline_is_refused_before_any_run(tmp_path, artifact_dir, c
     assert not (tmp_path / "out").exists()
 
 
+def small_trace(folder: Path) -> None:
+    (folder / "trace.csv").write_text(
+        "job_id,num_gpus,submit_time,duration,model\n"
+        "1,2,0,3600,vgg19\n2,4,0,3600,resnet50\n3,1,600,1800,vgg19\n"
+    )
+
+
 def test_a_baseline_named_with_its_back_end(tmp_path, artifact_dir, capsys):
     # "milp:highs" runs as a placement; as the baseline it was refused as unknown.
-    grid = grid_file(tmp_path, artifact_dir, '"milp:highs", "pal"')
-    text = grid.read_text().replace('baseline = "packed-sticky"', 'baseline = "milp:highs"')
-    grid.write_text(text.replace("check = true\n", "check = true\nmax_time = 3600\n"))
+    small_trace(tmp_path)
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        '[sweep]\nout = "out"\nbaseline = "milp:highs"\n'
+        '[grid]\nplacement = ["milp:highs", "pal"]\n'
+        f'[fixed]\ntrace = "trace.csv"\ndata = "{artifact_dir}"\ncheck = true\n'
+    )
     assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
     assert "Improvement over milp:highs" in capsys.readouterr().out
+
+
+def test_runs_stopped_at_a_horizon_get_no_improvement_table(tmp_path, artifact_dir, capsys):
+    # Their average JCTs are over the jobs each completed: pal's over fewer jobs than packed's
+    # read as a 2,967% loss.
+    grid = grid_file(tmp_path, artifact_dir, '"packed-sticky", "pal"')
+    grid.write_text(grid.read_text() + "max_time = 7200\n")
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "2 runs left tracked jobs unfinished at the horizon (max_time)" in out
+    assert "Improvement" not in out and not (tmp_path / "out" / "summary.txt").exists()
+    assert (pd.read_csv(tmp_path / "out" / "results.csv")["unfinished"] > 0).all()
+
+
+def test_grids_in_two_folders_sharing_a_results_folder_do_not_share_cells(tmp_path, artifact_dir):
+    # Each reads its own trace.csv; the cells, written alike, had one id, and the second grid
+    # reported the first one's results as its own.
+    for name, duration in (("a", 3600), ("b", 7200)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "trace.csv").write_text(
+            f"job_id,num_gpus,submit_time,duration,model\n1,2,0,{duration},vgg19\n"
+        )
+        (tmp_path / name / "grid.toml").write_text(
+            '[sweep]\nout = "../runs"\n[grid]\nplacement = ["pal"]\n'
+            f'[fixed]\ntrace = "trace.csv"\ndata = "{artifact_dir}"\n'
+        )
+        assert main(["sweep", str(tmp_path / name / "grid.toml"), "--no-progress"]) == 0
+    assert len(list((tmp_path / "runs" / "cells").iterdir())) == 2
+
+
+def test_a_changed_default_runs_the_cells_again(tmp_path, artifact_dir, monkeypatch):
+    small_trace(tmp_path)
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        '[sweep]\nout = "out"\n[grid]\nplacement = ["pal"]\n'
+        f'[fixed]\ntrace = "trace.csv"\ndata = "{artifact_dir}"\n'
+    )
+    assert main(["sweep", str(grid), "--no-progress"]) == 0
+    first = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert first.loc[0, "round"] == 360  # every parameter is in the table
+    monkeypatch.setitem(CELL_KEYS, "round", 60.0)
+    assert main(["sweep", str(grid), "--no-progress"]) == 0  # was: the 360 s result reused
+    again = pd.read_csv(tmp_path / "out" / "results.csv")
+    assert again.loc[0, "round"] == 60
+    assert again.loc[0, "avg_jct_h"] < first.loc[0, "avg_jct_h"]
+    assert len(list((tmp_path / "out" / "cells").iterdir())) == 2
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('placement = ["pal", "pall"]', "grid.placement = 'pall': unknown placement; known: "),
+        ('placement = ["pal"]\nscheduler = ["fifo", "lass"]', "grid.scheduler = 'lass'"),
+        ('placment = ["pal"]', "grid.placment = ['pal']: unknown parameter; known: "),
+        ("seed = [0]\n[fixed]\nplacement_options = {depth = 2}", "pal.depth = 2: unknown option"),
+    ],
+)
+def test_a_bad_placement_or_key_is_refused_before_any_cell_runs(tmp_path, capsys, line, message):
+    # An unknown placement was found only when its cell ran, after the others had run.
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f'[sweep]\nout = "out"\n[grid]\n{line}\n')
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2
+    assert f"grid.toml: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_cell_with_two_traces_is_refused(tmp_path, artifact_dir, capsys):

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from palopt import InputError
-from palopt.sweep import cell_id, expand, load_grid, run_sweep
+from palopt.sweep import SweepSpec, cell_id, expand, load_grid, run_sweep
 
 
 def square_cell(cell: dict) -> dict:
@@ -157,3 +157,17 @@ def test_a_bad_cell_on_ray_raises_the_cells_own_error(tmp_path):
         run_sweep(spec, simulate_cell, engine="ray")
     assert str(caught.value).startswith("cell.placment = 'pal': unknown parameter")
     assert "\n" not in str(caught.value)
+
+
+def test_after_a_bad_cell_on_ray_the_running_cells_are_kept(tmp_path, artifact_dir):
+    pytest.importorskip("ray")
+    from palopt.sim.experiments import simulate_cell
+
+    # Workload 0 fails at once; workload 1, started beside it, is finished and stored (it was
+    # cancelled, which interrupts a running Ray task), and the rest are not started.
+    spec = SweepSpec({"workload": tuple(range(9))}, {"data": str(artifact_dir)}, tmp_path / "out")
+    with pytest.raises(InputError, match="^workload = 0: "):
+        run_sweep(spec, simulate_cell, engine="ray")
+    stored = [json.loads(p.read_text()) for p in (tmp_path / "out" / "cells").glob("*.json")]
+    assert 1 in [s["cell"]["workload"] for s in stored] and len(stored) < 8
+    assert all(s["metrics"]["jobs"] > 0 for s in stored)

@@ -20,6 +20,7 @@ from palopt.sim.experiments import (
     format_tables,
     improvement_table,
     plot_normalised,
+    prepare,
     simulate_cell,
 )
 from palopt.sim.metrics import format_summary, summary, write_outputs
@@ -362,7 +363,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             args.data, cells, loads, seeds=range(args.seeds), n_jobs=args.jobs, **options
         )
         by, group = "load", "scheduler"
-    table = run_sweep(spec, simulate_cell, workers=args.workers, progress=not args.no_progress)
+    table = run_sweep(
+        prepare(spec), simulate_cell, workers=args.workers, progress=not args.no_progress
+    )
     write_text(args.out / f"{stem}-runs.csv", table.to_csv(index=False))
     texts = []
     groups = [(None, table)] if group is None else list(table.groupby(group, sort=False))

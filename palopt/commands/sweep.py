@@ -9,7 +9,13 @@ from typing import Any
 
 from palopt.errors import InputError
 from palopt.io import write_text
-from palopt.sim.experiments import BASELINES, format_tables, improvement_table, simulate_cell
+from palopt.sim.experiments import (
+    BASELINES,
+    format_tables,
+    improvement_table,
+    prepare,
+    simulate_cell,
+)
 from palopt.solvers import list_solvers
 from palopt.solvers.base import split_solver_name
 from palopt.sweep import load_grid, run_sweep
@@ -47,7 +53,8 @@ def simulate_from(base: Path, cell: dict[str, Any]) -> dict[str, Any]:
     """:func:`~palopt.sim.experiments.simulate_cell` with the cell's relative file parameters
     (:data:`PATH_KEYS`) read from ``base``, the grid file's folder. The cells keep the paths as
     the grid writes them, so a cell's id, and whether it is done, do not depend on the folder
-    the sweep runs from."""
+    the sweep runs from (the grid file's folder, seen from the results folder, is in the id:
+    see :func:`~palopt.sim.experiments.prepare`)."""
     return simulate_cell(
         {k: str(base / v) if k in PATH_KEYS and isinstance(v, str) else v for k, v in cell.items()}
     )
@@ -59,7 +66,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         raise InputError("--address", args.address, "is for --engine ray")
     if args.workers is not None and args.engine == "ray":  # Ray places the cells itself
         raise InputError("--workers", args.workers, "is for --engine local")
-    spec = load_grid(args.grid)
+    grid = load_grid(args.grid)
+    try:
+        spec = prepare(grid, args.grid.parent)
+    except InputError as exc:  # named as the grid file names it
+        table = "grid" if exc.field in grid.grid else "fixed"
+        field = exc.field if "." in exc.field else f"{table}.{exc.field}"
+        raise InputError(f"{args.grid}: {field}", exc.value, exc.problem) from None
     known = [s.name for s in list_solvers()]
     baseline = None if spec.baseline is None else split_solver_name(spec.baseline)[0]
     if baseline is not None and baseline not in known:  # a typo: no table at the end
@@ -77,7 +90,12 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     print(f"{len(table)} runs; results in {spec.out / ('results.' + spec.format)}")
-    if "placement" not in table.columns or "avg_jct_h" not in table.columns:
+    short = int((table["unfinished"] > 0).sum())
+    if short:
+        print(
+            f"{short} runs left tracked jobs unfinished at the horizon (max_time): no "
+            "improvement table, as their average JCTs are over fewer jobs"
+        )
         return 0
     axes = [k for k in spec.grid if k != "placement"]
     table["cell"] = table[axes].astype(str).agg("/".join, axis=1) if axes else "all"

@@ -2,14 +2,18 @@
 
 :func:`simulate_cell` runs one simulation from a flat parameter dict, so it is a cell function
 for :mod:`palopt.sweep` (grid files, resumable results, process pool or Ray). The ``fig*_sweep``
-functions build the paper's grids; :func:`improvement_table` turns the results into the
+functions build the paper's grids, and :func:`prepare` checks a grid and completes it before
+it runs; :func:`improvement_table` turns the results into the
 paper-style table: average JCT per workload and placement, and the geomean improvement over a
 baseline.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -17,7 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from palopt.errors import InputError, check_count, check_flag, check_number
+from palopt import __version__
+from palopt.errors import InputError, UnknownSolverError, check_count, check_flag, check_number
+from palopt.instance import penalty_matrix
 from palopt.io import read_csv
 from palopt.sim.engine import SimConfig, simulate
 from palopt.sim.metrics import summary
@@ -30,14 +36,15 @@ from palopt.sim.trace import (
     load_trace,
     synthetic_trace,
 )
-from palopt.solvers.base import get_solver
-from palopt.sweep import SweepSpec
+from palopt.solvers.base import get_solver, list_solvers
+from palopt.sweep import SweepSpec, expand
 from palopt.topology import Topology, build_cluster, parse_shape
 
 __all__ = [
     "FIG10_PLACEMENTS",
     "CELL_KEYS",
     "simulate_cell",
+    "prepare",
     "fig10_sweep",
     "fig12_sweep",
     "fig13_sweep",
@@ -212,6 +219,8 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
         check=cell["check"],
     )
     topo, profile = _cluster(profile_path, str(cell["cluster"]), config.seed)
+    # Checked here so that an error names the cell's key (the simulator names SimConfig's).
+    penalty_matrix(topo, profile.classes, config.penalties, "locality_penalty")
     if check_flag(cell["fixed_charge"], "fixed_charge"):
         profile = profile.fixed()
     res = simulate(
@@ -226,6 +235,76 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
     out.pop("solver")
     out.pop("policy")
     return out
+
+
+def prepare(spec: SweepSpec, files_from: Path | None = None) -> SweepSpec:
+    """A sweep of :func:`simulate_cell` cells, checked and completed before any cell runs.
+
+    Every parameter must be one of :data:`CELL_KEYS`, and every placement and scheduler with
+    its options must be known, so that a typo fails at once rather than when its cell runs.
+    The defaults of the parameters the grid does not give are added to ``fixed``, and the
+    palopt version (and where relative file names are read from, seen from the results folder)
+    to the context. A cell's id then covers everything its result depends on but the code
+    itself: a later change of a default, a new release, or a grid file in another folder
+    writing to the same results folder runs the cells again rather than reusing results.
+
+    Parameters
+    ----------
+    spec : SweepSpec
+    files_from : Path, optional
+        The folder relative ``data``, ``trace`` and ``profile`` values are read from (the grid
+        file's folder for ``palopt sweep``).
+
+    Returns
+    -------
+    SweepSpec
+        ``spec`` with every :data:`CELL_KEYS` in ``fixed`` or ``grid``, and its context.
+
+    Raises
+    ------
+    InputError
+        For an unknown parameter, placement, scheduler or option.
+
+    Examples
+    --------
+    >>> spec = prepare(SweepSpec({"placement": ("pal", "pmfirst")}, {"cluster": "8x4"}))
+    >>> spec.fixed["cluster"], spec.fixed["scheduler"], spec.context.startswith("palopt ")
+    ('8x4', 'fifo', True)
+    >>> prepare(SweepSpec({"placement": ("pal", "pall")}))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: placement = 'pall': unknown placement; known: cpsat, greedy, ...
+    """
+    given = {f"grid.{k}": list(v) for k, v in spec.grid.items()}
+    given.update({f"fixed.{k}": v for k, v in spec.fixed.items()})
+    for name, value in given.items():
+        if name.partition(".")[2] not in CELL_KEYS:
+            raise InputError(name, value, f"unknown parameter; known: {', '.join(CELL_KEYS)}")
+    fixed = {**{k: v for k, v in CELL_KEYS.items() if k not in spec.grid}, **spec.fixed}
+    checked: set[tuple[str, str, str]] = set()
+    for cell in expand(replace(spec, fixed=fixed)):
+        for key, make in (("placement", _placement), ("scheduler", get_policy)):
+            options = _options(cell, f"{key}_options")
+            seen = (key, str(cell[key]), json.dumps(options, sort_keys=True, default=str))
+            if seen not in checked:
+                make(str(cell[key]), **options)
+                checked.add(seen)
+    files = (
+        ""
+        if files_from is None
+        else f"files from {os.path.relpath(files_from.resolve(), spec.out.resolve())}"
+    )
+    context = "; ".join(p for p in (spec.context, f"palopt {__version__}", files) if p)
+    return replace(spec, fixed=fixed, context=context)
+
+
+def _placement(name: str, **options: Any) -> Any:
+    """:func:`~palopt.solvers.base.get_solver`, an unknown name an :class:`InputError`."""
+    try:
+        return get_solver(name, **options)
+    except UnknownSolverError:
+        known = ", ".join(s.name for s in list_solvers())
+        raise InputError("placement", name, f"unknown placement; known: {known}") from None
 
 
 def fig10_sweep(
@@ -369,7 +448,8 @@ def improvement_table(
     ----------
     rows : sequence of dict
         One per simulation, with the keys ``by``, ``placement`` and ``avg_jct_h`` (as the rows
-        of a sweep's results table); rows of the same ``by`` value and placement are averaged.
+        of a sweep's results table), and optionally ``unfinished``; rows of the same ``by``
+        value and placement are averaged.
     by : str
         The parameter that varies, e.g. ``"workload"``.
     baselines : sequence of str, default ("packed-sticky", "packed-nonsticky")
@@ -383,6 +463,12 @@ def improvement_table(
         One row per (baseline, placement): geomean, min and max improvement over the baseline,
         where improvement = ``1 - jct / jct_baseline`` and the geomean improvement is
         ``1 - geomean(jct / jct_baseline)`` (the artifact's normalisation).
+
+    Raises
+    ------
+    InputError
+        If a row left tracked jobs unfinished (a horizon, ``max_time``): its average JCT is
+        over fewer jobs than the others', so the two do not compare.
 
     Examples
     --------
@@ -399,6 +485,15 @@ def improvement_table(
     [['packed-sticky', 'pal', 0.2254, 0.2, 0.25]]
     """
     df = pd.DataFrame(rows)
+    short = df[df["unfinished"] > 0] if "unfinished" in df.columns else df.iloc[:0]
+    if len(short):
+        row = short.iloc[0]
+        raise InputError(
+            "unfinished",
+            int(row["unfinished"]),
+            f"{by} {row[by]}, placement {row['placement']}: tracked jobs not completed at the "
+            "horizon (max_time); average JCTs over different jobs do not compare",
+        )
     jct = df.pivot_table(index=by, columns="placement", values="avg_jct_h", aggfunc="mean")
     out = []
     for base in baselines:
