@@ -61,10 +61,16 @@ FIELDS = ("format", *META_FIELDS, "topology", "classes", "slowdown", "penalties"
 JOB_FIELDS = ("id", "num_gpus", "class", "weight", "current_gpus")
 
 
+def _integral(value: Any) -> Any:
+    """A float with no fraction (JSON's ``2.0``, an integer to JSON Schema too) as an ``int``;
+    anything else as it is."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
     if key not in data:
         raise InputError(f"{where}{key}", None, "required field is missing")
-    value = data[key]
+    value = _integral(data[key]) if kind is int else data[key]
     if not isinstance(value, kind) or (isinstance(value, bool) and kind is not bool):
         names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
         raise InputError(f"{where}{key}", value, f"expected {names}")
@@ -166,7 +172,7 @@ def _job_from_dict(topo: Topology, i: int, data: Any) -> Job:
     if not isinstance(data, Mapping):
         raise InputError(f"queue[{i}]", data, "expected an object")
     check_fields(data, JOB_FIELDS, where)
-    job_id = data.get("id")
+    job_id = _integral(data.get("id"))
     if isinstance(job_id, int) and not isinstance(job_id, bool):
         job_id = str(job_id)
     if not isinstance(job_id, str) or not job_id:

@@ -357,7 +357,10 @@ class Topology:
             if local is None:
                 continue
             numbered.setdefault(host, g)
-            if isinstance(local, bool) or not isinstance(local, (int, np.integer)) or local < 0:
+            integral = isinstance(local, (int, np.integer)) or (
+                isinstance(local, float) and local.is_integer()  # JSON's 2.0
+            )
+            if isinstance(local, bool) or not integral or local < 0:
                 raise InputError(
                     f"{field_name}.nodes[{g}].local", local, "expected an index >= 0 in its server"
                 )

@@ -340,6 +340,29 @@ def test_the_schema_and_the_loader_agree_on_node_link_keys(tmp_path):
     assert load_instance(_write(tmp_path, json.dumps(data))).topology.n_gpus == 4
 
 
+def test_the_schema_and_the_loader_agree_on_integers_written_as_2_0(tmp_path):
+    # JSON Schema counts 2.0 as an integer; the loader refused it, so a file the schema passed
+    # did not load.
+    jsonschema = pytest.importorskip("jsonschema")
+    from palopt.io import instance_schema
+
+    data = instance_to_dict(_instance())
+    data["queue"][0].update(id=7.0, num_gpus=2.0)
+    jsonschema.validate(data, instance_schema())
+    job = load_instance(_write(tmp_path, json.dumps(data))).queue[0]
+    assert (job.id, job.num_gpus) == ("7", 2) and type(job.num_gpus) is int
+    data["queue"][0]["num_gpus"] = 1.5
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, instance_schema())
+    with pytest.raises(InputError, match=r"queue\[0\].num_gpus = 1.5: expected int"):
+        load_instance(_write(tmp_path, json.dumps(data)))
+    spec = _node_link()
+    for node, local in zip(spec["nodes"][5:], (1.0, 0.0, 0.0), strict=True):
+        node["local"] = local
+    topo = Topology.from_node_link(spec)
+    assert topo.gpu_ids == ("g1", "g0", "g2")
+
+
 TRACE = "job_id,num_gpus,submit_time,duration,model\n"
 
 
