@@ -283,12 +283,12 @@ def _check_result(instance: Instance, result: PlacementResult) -> list[str]:
         current = tuple(sorted(job.current_gpus))
         if not p.gpus:
             action = Action.PREEMPT if current else Action.WAIT
+        elif not current:
+            action = Action.START
+        elif current == tuple(sorted(p.gpus)):
+            action = Action.KEEP
         else:
-            action = (
-                Action.START
-                if not current
-                else (Action.KEEP if current == tuple(sorted(p.gpus)) else Action.MIGRATE)
-            )
+            action = Action.MIGRATE
         if p.action != action:
             problems.append(f"job {job.id!r}: action {p.action!r}, its GPUs call for {action!r}")
         if not p.gpus:
