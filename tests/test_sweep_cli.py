@@ -45,6 +45,9 @@ def test_sweep_runs_resumes_and_summarises(tmp_path, artifact_dir, capsys):
     stamps = [c.stat().st_mtime_ns for c in cells]
     assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
     assert [c.stat().st_mtime_ns for c in cells] == stamps  # finished cells are not rerun
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress", "--fresh"]) == 0
+    assert sorted((tmp_path / "out" / "cells").iterdir()) == cells
+    assert all(c.stat().st_mtime_ns > s for c, s in zip(cells, stamps, strict=True))
 
 
 def test_sweep_on_ray_matches_local(tmp_path, artifact_dir, capsys):

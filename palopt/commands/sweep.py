@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shutil
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--address", default=None, help="Ray cluster address (default: start a local Ray instance)"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--fresh",
+        action="store_true",
+        help="rerun every cell (finished ones, in the results folder's cells/, are otherwise "
+        "reused)",
+    )
     p.set_defaults(func=cmd_sweep)
 
 
@@ -81,6 +88,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             spec.baseline,
             f"unknown placement; known: {', '.join(known)}",
         )
+    if args.fresh and (spec.out / "cells").exists():
+        shutil.rmtree(spec.out / "cells")
     table = run_sweep(
         spec,
         partial(simulate_from, args.grid.parent.resolve()),
