@@ -127,12 +127,13 @@ def test_a_sweep_without_tqdm_runs_without_a_progress_bar(tmp_path, monkeypatch)
 
 
 def slow_unless_negative(cell: dict) -> dict:
-    """Fails at once for negative x; the other cells take a moment, so they are still running."""
+    """Fails at once for negative x; the other cells take a second, so they are still running
+    when the pool hears of the failure (with 0.3 s a loaded machine could finish them all)."""
     import time
 
     if cell["x"] < 0:
         raise InputError("x", cell["x"], "must be >= 0")
-    time.sleep(0.3)
+    time.sleep(1.0)
     return {"metric": cell["x"]}
 
 
