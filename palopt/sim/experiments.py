@@ -240,8 +240,9 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
 def prepare(spec: SweepSpec, files_from: Path | None = None) -> SweepSpec:
     """A sweep of :func:`simulate_cell` cells, checked and completed before any cell runs.
 
-    Every parameter must be one of :data:`CELL_KEYS`, and every placement and scheduler with
-    its options must be known, so that a typo fails at once rather than when its cell runs.
+    Every parameter must be one of :data:`CELL_KEYS`, and every placement (the baseline too)
+    and scheduler with its options must be known, so that a typo fails at once rather than when
+    its cell runs (or, in the baseline, after every cell ran).
     The defaults of the parameters the grid does not give are added to ``fixed``, and the
     palopt version (and where relative file names are read from, seen from the results folder)
     to the context. A cell's id then covers everything its result depends on but the code
@@ -263,7 +264,7 @@ def prepare(spec: SweepSpec, files_from: Path | None = None) -> SweepSpec:
     Raises
     ------
     InputError
-        For an unknown parameter, placement, scheduler or option.
+        For an unknown parameter, placement, baseline, scheduler or option.
 
     Examples
     --------
@@ -280,6 +281,11 @@ def prepare(spec: SweepSpec, files_from: Path | None = None) -> SweepSpec:
     for name, value in given.items():
         if name.partition(".")[2] not in CELL_KEYS:
             raise InputError(name, value, f"unknown parameter; known: {', '.join(CELL_KEYS)}")
+    if spec.baseline is not None:
+        try:
+            _placement(spec.baseline)
+        except InputError as exc:
+            raise InputError("sweep.baseline", spec.baseline, exc.problem) from None
     fixed = {**{k: v for k, v in CELL_KEYS.items() if k not in spec.grid}, **spec.fixed}
     checked: set[tuple[str, str, str]] = set()
     for cell in expand(replace(spec, fixed=fixed)):
