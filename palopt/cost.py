@@ -164,7 +164,7 @@ def evaluate(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> Eva
     Raises
     ------
     InputError
-        For a job's GPU list that holds an index outside the topology.
+        For a job's entry that is not a list of GPU indices of the topology.
 
     Examples
     --------
@@ -181,6 +181,8 @@ def evaluate(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> Eva
     placed, total = [], 0.0
     for job in instance.queue:
         gpus = assignment.get(job.id, ())
+        if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__len__"):
+            raise InputError(f"assignment[{job.id!r}]", gpus, "expected a list of GPU indices")
         placed.append(bool(len(gpus)))
         if len(gpus):
             total += job.weight * job_cost(instance, job, gpus).cost

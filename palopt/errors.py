@@ -128,9 +128,15 @@ def is_number(value: Any) -> TypeGuard[float]:
     return isinstance(value, Real) and not isinstance(value, bool)
 
 
-def _finite(value: Any) -> bool:
+def is_finite_number(value: Any) -> TypeGuard[float]:
     """Whether ``value`` is a real number (not a bool) that is finite as a float (``10**400``
-    is not: it has no float)."""
+    is not: it has no float).
+
+    Examples
+    --------
+    >>> [is_finite_number(v) for v in (2, 1.5, float("inf"), 10**400, True, "1")]
+    [True, True, False, False, False, False]
+    """
     if not is_number(value):
         return False
     try:
@@ -162,7 +168,7 @@ def check_time_limit(seconds: Any, field: str = "time_limit") -> float:
     >>> check_time_limit(2)
     2.0
     """
-    if not _finite(seconds) or not seconds > 0:
+    if not is_finite_number(seconds) or not seconds > 0:
         raise InputError(field, seconds, "must be a positive, finite number of seconds")
     return float(seconds)
 
@@ -187,7 +193,12 @@ def check_number(
     ...
     palopt.errors.InputError: round = 'abc': must be a finite number > 0
     """
-    if not _finite(value) or value < low or (value == low and not inclusive) or value > high:
+    if (
+        not is_finite_number(value)
+        or value < low
+        or (value == low and not inclusive)
+        or value > high
+    ):
         raise InputError(
             field,
             value,

@@ -58,6 +58,11 @@ def to_frame(result: PlacementResult, instance: Instance) -> pd.DataFrame:
     -------
     pandas.DataFrame
 
+    Raises
+    ------
+    InputError
+        If ``result`` is not of ``instance`` (:meth:`PlacementResult.check_instance`).
+
     Examples
     --------
     >>> import numpy as np
@@ -71,6 +76,7 @@ def to_frame(result: PlacementResult, instance: Instance) -> pd.DataFrame:
     """
     import pandas as pd  # only here: the CLI's other paths need not pay for importing it
 
+    result.check_instance(instance)
     topo = instance.topology
     sizes = {job.id: job.num_gpus for job in instance.queue}
     rows = [
@@ -166,7 +172,8 @@ def slurm_allocations(result: PlacementResult, instance: Instance) -> list[Slurm
     Raises
     ------
     InputError
-        If a server of a placed job has a name Slurm cannot take (a space, a bracket, ...).
+        If ``result`` is not of ``instance`` (:meth:`PlacementResult.check_instance`), or a
+        server of a placed job has a name Slurm cannot take (a space, a bracket, ...).
 
     Examples
     --------
@@ -178,6 +185,7 @@ def slurm_allocations(result: PlacementResult, instance: Instance) -> list[Slurm
     [SlurmAllocation(job='a', action='start', nodelist='server[0-1]', \
 devices=(('server0', '0,1'), ('server1', '0,1')))]
     """
+    result.check_instance(instance)
     topo = instance.topology
     out = []
     for p in result.placements:

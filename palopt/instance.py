@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from palopt.errors import InputError, is_number
+from palopt.errors import InputError, is_finite_number, is_number
 from palopt.topology import Topology
 
 __all__ = ["Job", "Instance", "penalty_matrix", "require_factors"]
@@ -186,6 +186,8 @@ class Instance:
 #: Slowdowns and penalties lie in ``[MIN_FACTOR, MAX_FACTOR]``: far beyond any measured value,
 #: and a job's cost (their product) then stays a float far from overflow and underflow.
 MIN_FACTOR, MAX_FACTOR = 1e-12, 1e12
+#: What a value outside that range is told.
+FACTOR_RANGE = f"must be a finite number from {MIN_FACTOR:g} to {MAX_FACTOR:g}"
 
 #: The weighted costs of a round lie in ``[1 / MAX_ROUND, MAX_ROUND]`` (the largest a whole
 #: round's sum), so every objective is a finite float, and the exact solvers' scaling by a power
@@ -225,7 +227,7 @@ def require_factors(values: np.ndarray, field: Callable[[int, int], str]) -> Non
         raise InputError(
             field(int(r), int(k)),
             float(values[r, k]),
-            f"must be a finite number from {MIN_FACTOR:g} to {MAX_FACTOR:g}",
+            FACTOR_RANGE,
         )
 
 
@@ -235,15 +237,17 @@ def _is_sequence(value: object) -> bool:
 
 def _matrix(value: object, name: str, shape: tuple[int, int]) -> np.ndarray:
     """``value`` as a float array of ``shape`` (rows: classes), or an InputError naming it."""
-    if isinstance(value, Mapping) or (
-        isinstance(value, np.ndarray) and value.dtype.kind not in "iuf"
-    ):
+    if isinstance(value, Mapping):
         raise InputError(name, type(value).__name__, f"expected a {shape} array of numbers")
     _refuse_masked(value, name)
     try:
-        out = np.array(value, dtype=np.float64)
+        raw = np.asarray(value)
     except (TypeError, ValueError):
-        raise InputError(name, value, f"expected a {shape} array of numbers") from None
+        raw = np.empty(0, dtype=object)
+    if raw.dtype.kind not in "iuf":  # strings, bools, objects (a ragged list): not numbers
+        shown = type(value).__name__ if isinstance(value, np.ndarray) else value
+        raise InputError(name, shown, f"expected a {shape} array of numbers")
+    out = raw.astype(np.float64)  # a copy: the caller's array may change later
     if out.shape != shape:
         raise InputError(name, out.shape, f"expected shape {shape}")
     return out
@@ -259,7 +263,7 @@ def _check_cost_range(queue: tuple[Job, ...], sd: np.ndarray, pen: np.ndarray) -
     """Refuse weights whose costs, with these slowdowns and penalties, leave :data:`MAX_ROUND`."""
     if not queue:
         return
-    logs = np.log10([j.weight for j in queue])
+    logs = np.log10([float(j.weight) for j in queue])  # a Python int can exceed numpy's
     top = logs.max() + np.log10(sd.max() * pen.max() * len(queue))
     bottom = logs.min() + np.log10(sd.min() * pen.min())
     if top > math.log10(MAX_ROUND) or bottom < -math.log10(MAX_ROUND):
@@ -299,7 +303,7 @@ def _check_queue(
                 f"unknown class; known: {', '.join(class_index)}",
             )
         w = job.weight
-        if (type(w) is not float and type(w) is not int) or not 0 < w < math.inf:
+        if (type(w) is not float and type(w) is not int) or not is_finite_number(w) or w <= 0:
             raise InputError(f"queue[{i}].weight", w, "must be a finite positive number")
         if job.current_gpus:
             if len(job.current_gpus) != k:
@@ -317,7 +321,11 @@ def _check_queue(
                     raise InputError(f"queue[{i}].current_gpus", g, "GPU is marked busy")
                 if g in held:
                     raise InputError(
-                        f"queue[{i}].current_gpus", g, f"GPU is also held by job {held[g]!r}"
+                        f"queue[{i}].current_gpus",
+                        g,
+                        "GPU listed twice"
+                        if held[g] == job.id
+                        else f"GPU is also held by job {held[g]!r}",
                     )
                 held[g] = job.id
 
@@ -362,6 +370,8 @@ def penalty_matrix(
     """
     tiers = topology.tiers
     if is_number(penalties):
+        if not is_finite_number(penalties):
+            raise InputError(field_name, penalties, FACTOR_RANGE)
         row = [1.0 if t in ("nvlink", "server") else float(penalties) for t in tiers]
         matrix = np.array([row] * len(classes), dtype=np.float64)
         require_factors(matrix, lambda r, k: field_name)
@@ -395,6 +405,8 @@ def penalty_matrix(
                 value = spec[t]
                 if not is_number(value):
                     raise InputError(f"{field_name}.{c}.{t}", value, "must be a number")
+                if not is_finite_number(value):
+                    raise InputError(f"{field_name}.{c}.{t}", value, FACTOR_RANGE)
                 last = float(value)
             row.append(last)
         rows.append(row)

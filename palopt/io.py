@@ -22,7 +22,6 @@ and value (:class:`~palopt.errors.InputError`).
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import secrets
@@ -34,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from palopt.errors import InputError, check_fields
+from palopt.errors import InputError, check_fields, is_finite_number, is_number
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.topology import Topology, parse_shape
 
@@ -150,12 +149,7 @@ def _slowdown_matrix(topo: Topology, classes: tuple[str, ...], spec: Any) -> np.
         else:
             raise InputError(where, row, "expected a list or a mapping GPU -> value")
         for j, (gpu, value) in enumerate(pairs):
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, (int, float))
-                or not math.isfinite(value)
-                or value <= 0
-            ):
+            if not is_finite_number(value) or value <= 0:
                 raise InputError(f"{where}.{gpu}", value, "must be a finite positive number")
             out[i, j] = value
     return out
@@ -180,8 +174,10 @@ def _job_from_dict(topo: Topology, i: int, data: Any) -> Job:
     num = _require(data, "num_gpus", int, where)
     cls = _require(data, "class", str, where)
     weight = data.get("weight", 1.0)
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)):
+    if not is_number(weight):
         raise InputError(f"{where}weight", weight, "must be a number")
+    if not is_finite_number(weight):
+        raise InputError(f"{where}weight", weight, "must be a finite positive number")
     current = data.get("current_gpus", [])
     if not isinstance(current, list):
         raise InputError(f"{where}current_gpus", current, "expected a list of GPU ids")
@@ -263,7 +259,8 @@ def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
     Returns
     -------
     dict
-        What :func:`instance_from_dict` reads back into an equal instance.
+        What :func:`instance_from_dict` reads back into an instance with the same topology,
+        classes, slowdowns, penalties, busy GPUs and queue.
 
     Raises
     ------
@@ -406,7 +403,10 @@ def write_text(path: str | Path, text: str) -> None:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     # Created as open() creates files (mode 0o666 less the umask), keeping an existing file's.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:  # named by the file asked for, not by the hidden one
+        raise type(exc)(exc.errno, exc.strerror, str(path)) from None
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
@@ -493,13 +493,16 @@ _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 def read_csv(path: str | Path, field_name: str | None = None, **options: Any) -> pd.DataFrame:
     """Read a CSV file with pandas; a file pandas cannot parse is an :class:`InputError`.
 
+    A row with more fields than the header is an error: pandas would otherwise take the first
+    column as the index, silently, and read every value from the column to its right.
+
     Parameters
     ----------
     path : str or Path
     field_name : str, optional
         What the error names (default: the path).
     **options
-        Passed to :func:`pandas.read_csv`.
+        Passed to :func:`pandas.read_csv` (``index_col`` is ``False`` unless given).
 
     Returns
     -------
@@ -531,6 +534,7 @@ def read_csv(path: str | Path, field_name: str | None = None, **options: Any) ->
     import pandas as pd  # only needed to read files; keeps `import palopt` light
 
     name = str(path) if field_name is None else field_name
+    options.setdefault("index_col", False)
     try:
         with warnings.catch_warnings():  # e.g. a row longer than the header: data would be lost
             warnings.simplefilter("error", pd.errors.ParserWarning)
@@ -539,6 +543,8 @@ def read_csv(path: str | Path, field_name: str | None = None, **options: Any) ->
         raise InputError(name, str(path), "the file is empty (no header line)") from None
     except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError) as exc:
         problem = str(exc).splitlines()[0][:120]
+        if problem.startswith("Length of header"):  # pandas' words for it
+            problem = "a row has more fields than the header"
         raise InputError(name, str(path), f"not a readable CSV file: {problem}") from None
 
 

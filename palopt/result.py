@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from palopt.errors import InputError
 from palopt.instance import Instance
 
 __all__ = ["JobPlacement", "PlacementResult", "Status", "Action"]
@@ -132,7 +133,8 @@ class PlacementResult:
     wall_time : float
         Seconds spent in the solver.
     settings : dict
-        The solver's configuration (seed, options, time limit).
+        The solver's configuration: its options, and the seed and time limit where it uses
+        them (random and exact solvers).
     gap : float or None
         ``(objective - bound) / objective`` when there is a bound (a property).
 
@@ -179,6 +181,53 @@ class PlacementResult:
         """
         return {p.job_id: p.gpus for p in self.placements if p.gpus}
 
+    def check_instance(self, instance: Instance) -> None:
+        """Refuse an instance this result cannot be of: its queue must hold the result's jobs,
+        in order, and its topology every GPU the result uses.
+
+        Parameters
+        ----------
+        instance : Instance
+
+        Raises
+        ------
+        InputError
+            Naming the instance's first job that differs, or the GPU it lacks.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt import Instance, Job, build_cluster, solve
+        >>> one = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+        ...                (Job("a", 1, "A"),))
+        >>> other = Instance(one.topology, ("A",), np.ones((1, 2)), np.ones((1, 3)),
+        ...                  (Job("b", 1, "A"),))
+        >>> solve(one, "pal").check_instance(other)
+        Traceback (most recent call last):
+        ...
+        palopt.errors.InputError: instance.queue[0].id = 'b': the result is of another queue ...
+        """
+        ids = [j.id for j in instance.queue]
+        for i, p in enumerate(self.placements):
+            if i >= len(ids) or ids[i] != p.job_id:
+                raise InputError(
+                    f"instance.queue[{i}].id",
+                    ids[i] if i < len(ids) else None,
+                    f"the result is of another queue (job {p.job_id!r} there)",
+                )
+            if any(g >= instance.topology.n_gpus for g in p.gpus):
+                raise InputError(
+                    "instance.topology",
+                    f"{instance.topology.n_gpus} GPUs",
+                    f"the result places job {p.job_id!r} on GPUs {list(p.gpus)}",
+                )
+        if len(ids) != len(self.placements):
+            raise InputError(
+                f"instance.queue[{len(self.placements)}].id",
+                ids[len(self.placements)],
+                "the result is of a shorter queue",
+            )
+
     def to_frame(self, instance: Instance) -> Any:
         """One row per job as a pandas DataFrame (see :func:`palopt.export.to_frame`).
 
@@ -209,7 +258,13 @@ class PlacementResult:
             The solver, status, objective, bound, gap, counts, time and settings, and per job
             its action and either its GPUs, servers, cost, slowdown, tier and penalty, or the
             reason it is not placed.
+
+        Raises
+        ------
+        InputError
+            If the result is not of ``instance`` (:meth:`check_instance`).
         """
+        self.check_instance(instance)
         topo = instance.topology
         jobs = []
         for p in self.placements:

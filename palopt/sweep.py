@@ -21,7 +21,7 @@ finished cell is stored as ``cells/<id>.json`` under the results folder, where `
 its parameters (and the spec's ``context``), and skipped when the sweep is run again. Cells run
 in a local process pool by default, or as Ray tasks (``engine="ray"``). When a cell fails, the
 cells not yet started are cancelled, those running are finished and stored, and the cell's error
-is raised.
+is raised (a palopt error names the cell by its grid values).
 """
 
 from __future__ import annotations
@@ -36,12 +36,13 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from palopt.errors import InputError, check_fields
+from palopt.errors import InputError, PaloptError, check_fields
 from palopt.io import read_text, write_text
 
 if sys.version_info >= (3, 11):
@@ -128,6 +129,10 @@ def load_grid(path: str | Path) -> SweepSpec:
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise InputError(f"{path}: grid.{key}", values, "expected a non-empty list")
+        seen = [json.dumps(v, sort_keys=True, default=str) for v in values]
+        for i, text in enumerate(seen):
+            if text in seen[:i]:
+                raise InputError(f"{path}: grid.{key}", values[i], "given twice")
         axes[key] = tuple(values)
     fixed, meta = data.get("fixed", {}), data.get("sweep", {})
     for table, value in (("fixed", fixed), ("sweep", meta)):
@@ -292,6 +297,18 @@ def _call(fn: CellFunction, cell: dict[str, Any]) -> dict[str, Any]:
     return fn(cell)
 
 
+def _labelled(fn: CellFunction, keys: tuple[str, ...], cell: dict[str, Any]) -> dict[str, Any]:
+    """``fn(cell)``, whose palopt errors name the cell by its values of ``keys`` (the grid's)."""
+    try:
+        return fn(cell)
+    except PaloptError as exc:
+        label = " (in the cell " + ", ".join(f"{k}={cell[k]!r}" for k in keys) + ")"
+        if isinstance(exc, InputError):
+            raise InputError(exc.field, exc.value, exc.problem + label) from None
+        exc.args = (f"{exc}{label}", *exc.args[1:])
+        raise
+
+
 def run_sweep(
     spec: SweepSpec,
     fn: CellFunction,
@@ -352,6 +369,7 @@ def run_sweep(
         raise InputError("workers", workers, "must be at least 1")
     cells = expand(spec)
     todo = [c for c in cells if not _cell_file(spec, c).exists()]
+    fn = partial(_labelled, fn, tuple(spec.grid))
     log.info("sweep: %d cells, %d already done", len(cells), len(cells) - len(todo))
     if engine == "local":
         results = _local(fn, todo, workers or os.cpu_count() or 1)

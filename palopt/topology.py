@@ -220,8 +220,22 @@ class Topology:
         return index.astype(np.int64)
 
     def to_node_link(self) -> dict[str, Any]:
-        """The graph in networkx node-link form (``edges`` key), ready for JSON."""
-        return nx.node_link_data(self.graph, edges="edges")
+        """The graph in networkx node-link form (``edges`` key), ready for JSON.
+
+        numpy values among the graph's attributes become Python ones.
+
+        Raises
+        ------
+        InputError
+            For an attribute value JSON cannot hold (a set, an object), named by its path.
+
+        Examples
+        --------
+        >>> data = build_cluster(1, 1, 2).to_node_link()  # two switches, a server, two GPUs
+        >>> sorted(data), len(data["nodes"]), len(data["edges"])
+        (['directed', 'edges', 'graph', 'multigraph', 'nodes'], 5, 4)
+        """
+        return _json_value(nx.node_link_data(self.graph, edges="edges"), "topology")
 
     @classmethod
     def from_node_link(cls, data: dict[str, Any], field_name: str = "topology") -> Topology:
@@ -291,6 +305,17 @@ class Topology:
             integer >= 0, is repeated in a server, or is missing where another GPU of the
             server has one.
         """
+        if graph.is_multigraph() or graph.is_directed():
+            # nx.Graph keeps the last edge of each pair of nodes: an NVLink, then a PCIe link
+            # between two GPUs (or one each way) would be no NVLink.
+            links: dict[frozenset[Any], Any] = {}
+            for u, v, link in graph.edges(data="link"):
+                if links.setdefault(frozenset((u, v)), link) != link:
+                    raise InputError(
+                        f"{field_name}.edges[{u}-{v}].link",
+                        link,
+                        f"these nodes are also linked by {links[frozenset((u, v))]!r}",
+                    )
         graph = nx.Graph(graph)
         if graph.number_of_nodes() == 0:
             raise InputError(f"{field_name}.nodes", [], "the topology has no nodes")
@@ -435,6 +460,20 @@ class Topology:
             switch_tier,
             gpu_index,
         )
+
+
+def _json_value(value: Any, field_name: str) -> Any:
+    """``value`` with numpy values made Python ones, or an InputError naming what JSON cannot
+    hold."""
+    if isinstance(value, dict):
+        return {k: _json_value(v, f"{field_name}.{k}") for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_value(v, f"{field_name}[{i}]") for i, v in enumerate(value)]
+    if isinstance(value, (np.generic, np.ndarray)):
+        return _json_value(value.tolist(), field_name)
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    raise InputError(field_name, value, "a graph attribute JSON cannot hold")
 
 
 def _check_items(items: Any, keys: tuple[str, ...], field_name: str) -> None:

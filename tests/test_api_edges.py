@@ -268,3 +268,128 @@ def test_profiles_take_names_and_a_known_binning(tmp_path):
 
     save_profile(p, tmp_path / "p.JSON")  # read as JSON whatever the suffix's case
     assert load_profile(tmp_path / "p.JSON", build_cluster(1, 1, 2)).classes == ("classA",)
+
+
+def test_a_huge_python_int_weight_is_checked_as_its_float():
+    # 10**20 is within the weights' range: np.log10 of a list holding it raised a TypeError
+    inst = _instance(Job("a", 1, "A", weight=10**20))
+    assert solve(inst, "pal").objective == pytest.approx(1e20)
+    with pytest.raises(InputError, match=r"queue\[0\].weight = 1000.*finite positive number"):
+        _instance(Job("a", 1, "A", weight=10**400))  # no float holds it
+
+
+@pytest.mark.parametrize(
+    "build, field",
+    [
+        (lambda: palopt.penalty_matrix(TOPO, ("A",), 10**400), "penalties = "),
+        (lambda: palopt.penalty_matrix(TOPO, ("A",), {"rack": 10**400}), "penalties.A.rack"),
+    ],
+)
+def test_integers_beyond_any_float_are_named(build, field):
+    with pytest.raises(InputError, match=field):  # was OverflowError
+        build()
+
+
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (lambda d: d["slowdown"].update(A=[10**400] * 16), "slowdown.A.gpu0"),
+        (lambda d: d["queue"][0].update(weight=10**400), r"queue\[0\].weight"),
+    ],
+)
+def test_integers_beyond_any_float_in_a_dict_are_named(edit, field):
+    from palopt.io import instance_from_dict
+
+    data = instance_to_dict(_instance(Job("a", 1, "A")))
+    edit(data)
+    with pytest.raises(InputError, match=field):
+        instance_from_dict(data)
+
+
+@pytest.mark.parametrize(
+    "slowdown", [[["1.0"] * 16], [[True] * 16], np.full((1, 16), "1.0"), [[1.0] * 15 + [None]]]
+)
+def test_slowdowns_that_are_not_numbers_are_refused(slowdown):
+    # strings were converted silently ("1.0" -> 1.0), where a string weight is refused
+    with pytest.raises(InputError, match="slowdown = .*expected a .* array of numbers"):
+        Instance(TOPO, ("A",), slowdown, np.array([[1.0, 1.7, 2.0]]), ())
+
+
+def test_a_gpu_listed_twice_by_one_job_is_named_so():
+    with pytest.raises(InputError, match="GPU listed twice"):  # was "also held by job 'a'"
+        _instance(Job("a", 2, "A", current_gpus=(1, 1)))
+
+
+@pytest.mark.parametrize("name", [None, 3, palopt.get_solver("pal")])
+def test_a_solver_name_that_is_not_a_string_is_refused(name):
+    with pytest.raises(InputError, match="solver = .*must be a solver's name"):
+        palopt.solve(_instance(Job("a", 1, "A")), name)
+
+
+def test_milp_names_the_deterministic_value_it_refuses():
+    pytest.importorskip("pulp")
+    with pytest.raises(InputError, match="milp.deterministic = 'no': must be true or false"):
+        palopt.get_solver("milp", deterministic="no")  # was reported as True
+
+
+def test_evaluate_names_an_entry_that_is_not_a_gpu_list():
+    inst = _instance(Job("a", 1, "A"))
+    with pytest.raises(InputError, match=r"assignment\['a'\] = None"):  # was TypeError
+        palopt.evaluate(inst, {"a": None})
+
+
+def test_a_result_is_not_shown_with_another_instance():
+    from palopt.export import slurm_allocations
+
+    inst = _instance(Job("a", 2, "A"), Job("b", 1, "A"))
+    result = solve(inst, "pal")
+    other_queue = _instance(Job("x", 2, "A"), Job("b", 1, "A"))
+    small = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)), inst.queue)
+    shorter = _instance(Job("a", 2, "A"))
+    for other, message in (
+        (other_queue, r"instance.queue\[0\].id = 'x': the result is of another queue"),
+        (small, "instance.topology = '2 GPUs'"),
+        (shorter, "the result is of another queue"),
+    ):
+        for show in (result.to_dict, result.to_frame, lambda i: slurm_allocations(result, i)):
+            with pytest.raises(InputError, match=message):  # was KeyError, IndexError
+                show(other)
+    longer = _instance(Job("a", 2, "A"), Job("b", 1, "A"), Job("c", 1, "A"))
+    with pytest.raises(InputError, match="of a shorter queue"):
+        result.to_dict(longer)
+
+
+def test_a_multigraph_with_two_links_between_two_nodes_is_refused():
+    import networkx as nx
+
+    g = nx.MultiGraph()
+    g.add_node("s", kind="server")
+    for gpu in ("a", "b"):
+        g.add_node(gpu, kind="gpu")
+        g.add_edge("s", gpu, link="pcie")
+    g.add_edge("a", "b", link="nvlink")
+    assert palopt.Topology.from_graph(g).tiers == ("nvlink", "server")
+    g.add_edge("a", "b", link="pcie")  # nx.Graph would keep this one only: no NVLink
+    with pytest.raises(InputError, match="also linked by 'nvlink'"):
+        palopt.Topology.from_graph(g)
+    d = nx.DiGraph(nx.Graph(g))  # the same link both ways is one link
+    assert palopt.Topology.from_graph(d).n_gpus == 2
+
+
+def test_a_graph_with_numpy_attributes_saves_as_json(tmp_path):
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_node("s", kind="server", memory=np.float32(80.0))
+    for i in range(2):
+        g.add_node(f"g{i}", kind="gpu", local=np.int64(1 - i))
+        g.add_edge("s", f"g{i}", link="pcie")
+    topo = palopt.Topology.from_graph(g)
+    pen = np.ones((1, len(topo.tiers)))
+    inst = Instance(topo, ("A",), np.ones((1, 2)), pen, (Job("a", 1, "A"),))
+    palopt.save_instance(inst, tmp_path / "i.json")  # was TypeError: int64 not serializable
+    back = palopt.load_instance(tmp_path / "i.json")
+    assert back.topology.gpu_ids == topo.gpu_ids == ("g1", "g0")
+    g.nodes["s"]["tags"] = {"fast"}
+    with pytest.raises(InputError, match="tags = {'fast'}: a graph attribute JSON cannot hold"):
+        palopt.Topology.from_graph(g).to_node_link()

@@ -86,7 +86,12 @@ def test_unreadable_inputs_exit_2(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     "text, problem",
-    [("", "the file is empty"), ('job_id,num_gpus\n"0,1\n', "not a readable CSV file")],
+    [
+        ("", "the file is empty"),
+        ('job_id,num_gpus\n"0,1\n', "not a readable CSV file"),
+        # pandas would take the first column as the index and shift every value (was: read so)
+        ("gpu,t\na,1,5\nb,2,6\n", "a row has more fields than the header"),
+    ],
 )
 @pytest.mark.parametrize(
     "args",
@@ -146,10 +151,31 @@ def test_solve_backend_flag(instance_file, capsys):
         # the flag won over the option without a word; a repeated option's last value did
         (["--solver", "cpsat", "-o", "time_limit=1", "--time-limit", "3"], "--time-limit = 3.0"),
         (["--solver", "cpsat", "-o", "gap=0", "-o", "gap=0.1"], "-o gap = 0.1: given twice"),
+        # NaN is no value's equal: the check of -o against the flag read a missing option
+        (["--time-limit", "nan"], "time_limit = nan: must be a positive, finite number"),
     ):
         assert main(["solve", str(instance_file), *args]) == 2
         err = capsys.readouterr().err
         assert message in err and err.count("\n") == 1
+
+
+def test_a_file_that_cannot_be_written_is_named_not_its_hidden_copy(tmp_path):
+    from palopt.io import write_text
+
+    with pytest.raises(OSError) as caught:
+        write_text(tmp_path / "none" / "r.json", "{}")  # no such folder
+    assert caught.value.filename == str(tmp_path / "none" / "r.json")  # was ".r.json.<pid>...tmp"
+
+
+def test_table_of_a_huge_objective_stays_short(tmp_path, capsys):
+    topo = build_cluster(1, 1, 2)
+    job = Job("a", 1, "A", weight=1e300)
+    save_instance(
+        Instance(topo, ("A",), np.ones((1, 2)), np.ones((1, 3)), (job,)), tmp_path / "i.json"
+    )
+    assert main(["solve", str(tmp_path / "i.json"), "--format", "table"]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert "objective 1e+300," in head and len(head) < 100
 
 
 @pytest.mark.parametrize("solver", ["pal", "random-nonsticky", "greedy", "cpsat", "milp"])

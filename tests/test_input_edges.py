@@ -397,6 +397,42 @@ def test_a_simulator_profile_cell_that_is_not_a_number_is_named(tmp_path, capsys
     assert "profile.PerfVar_classA[3] = 'abc': not a number" in err
 
 
+@pytest.mark.parametrize(
+    "ids, message",
+    [
+        (["0"] * 8, "GPU_ID[1] = 0"),  # were all taken, in file order
+        ([f"x{g}" for g in range(8)], "GPU_ID[0] = 'x0'"),  # were sorted as text: x10 < x2
+        ([str(g + 1) for g in range(8)], "GPU_ID[0] = 1"),  # from 1: 0 is missing
+    ],
+)
+def test_simulator_profile_gpu_ids_must_number_the_gpus(tmp_path, capsys, ids, message):
+    trace = _write(tmp_path, TRACE + "0,1,0,100,vgg19\n", "t.csv")
+    rows = ["GPU_ID,PerfVar_classA"] + [f"{g},1.0" for g in ids]
+    profile = _write(tmp_path, "\n".join(rows) + "\n", "p.csv")
+    args = ["simulate", "--trace", str(trace), "--cluster", "2x4", "--profile", str(profile)]
+    err = _cli_error(capsys, [*args, "--no-plots"])
+    assert f"profile.{message}: the GPU_IDs must be 0 to 7, each once" in err
+
+
+def test_simulate_refuses_to_write_over_its_inputs(tmp_path, capsys):
+    trace = _write(tmp_path, TRACE + "0,1,0,100,vgg19\n", "jobs.csv")  # an output's name
+    args = ["simulate", "--trace", str(trace), "--cluster", "2x4", "--correlated", "0.5"]
+    err = _cli_error(capsys, [*args, "--no-plots", "--out", str(tmp_path)])
+    assert "jobs.csv': is an input file; it would be overwritten" in err
+    assert trace.read_text().startswith(TRACE)
+
+
+def test_simulate_time_limit_flag_and_option_agree_and_are_recorded(tmp_path, capsys):
+    trace = _write(tmp_path, TRACE + "0,1,0,100,vgg19\n", "t.csv")
+    args = ["simulate", "--trace", str(trace), "--cluster", "2x4", "--correlated", "0.5"]
+    args += ["--no-plots", "--no-progress", "--placement", "greedy"]
+    err = _cli_error(capsys, [*args, "--time-limit", "2", "--placement-option", "time_limit=3"])
+    assert "--time-limit = 2.0: --placement-option time_limit=3 differs" in err
+    assert main([*args, "--time-limit", "2", "--check", "--out", str(tmp_path / "run")]) == 0
+    settings = json.loads((tmp_path / "run" / "summary.json").read_text())["settings"]
+    assert settings["time_limit"] == 2.0 and settings["check"] is True
+
+
 def test_profile_values_of_an_undeclared_class_are_refused():
     from palopt.variability import VariabilityProfile
 

@@ -136,6 +136,13 @@ def test_cli_simulate_bad_input(artifact_dir, capsys, args, message):
         (["fig10", "--workloads", "1-2000000000"], "workloads are 1 to 8"),
         (["fig10", "--workloads", "0,3"], "workloads are 1 to 8"),
         (["fig10", "--workloads", "1,,3"], "expected numbers like 1-8"),
+        # a figure's options are refused for another figure, not ignored; values once each
+        (["fig12", "--workloads", "1"], "--workloads = '1': is an option of fig10, not fig12"),
+        (["fig10", "--seeds", "3"], "--seeds = 3: is an option of fig13, not fig10"),
+        (["fig10", "--jobs", "5"], "--jobs = 5: is an option of fig13"),
+        (["fig13", "--workloads", "2"], "is an option of fig10, not fig13"),
+        (["fig10", "--workloads", "1,1-3"], "1 is given twice"),
+        (["fig13", "--loads", "8,8.0"], "a load is given twice"),
     ],
 )
 def test_cli_reproduce_bad_input(artifact_dir, tmp_path, capsys, args, message):

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from palopt import InputError
+from palopt.errors import InfeasiblePlacementError
 from palopt.sweep import SweepSpec, cell_id, expand, load_grid, run_sweep
 
 
@@ -75,6 +76,9 @@ def test_local_run_is_resumable(tmp_path):
         ("[sweep]\nformats = 'csv'\n[grid]\nx = [1]\n", "sweep.formats"),
         ("[sweep]\nout = 3\n[grid]\nx = [1]\n", "sweep.out"),
         ("[sweep]\nbaseline = ['pal']\n[grid]\nx = [1]\n", "sweep.baseline"),
+        # the same cell twice: run twice, two rows (was)
+        ("[grid]\nx = [1, 2, 1]\n", "grid.x = 1: given twice"),
+        ("[grid]\nx = [{a = 1, b = 2}, {b = 2, a = 1}]\n", "grid.x = .*: given twice"),
     ],
 )
 def test_bad_grids(tmp_path, body, key):
@@ -147,6 +151,26 @@ def test_after_a_bad_cell_the_running_cells_are_kept_and_the_rest_cancelled(tmp_
     # run, none stored)
     assert 1 <= len(stored) < 9
     assert not list((tmp_path / "out" / "cells").glob("*.tmp"))
+
+
+def fails_for_two(cell: dict) -> dict:
+    if cell["x"] == 2:
+        raise InputError("x", 2, "two is bad")
+    if cell["x"] == 3:
+        raise InfeasiblePlacementError("three is worse")
+    return {"metric": cell["x"]}
+
+
+def test_a_cells_error_names_the_cell_by_its_grid_values(tmp_path):
+    spec = load_grid(write_grid(tmp_path, '[grid]\nx = [1, 2]\ny = ["a"]\n[fixed]\nz = 0\n'))
+    for workers in (1, 2):
+        with pytest.raises(InputError) as caught:
+            run_sweep(spec, fails_for_two, workers=workers)
+        assert str(caught.value) == "x = 2: two is bad (in the cell x=2, y='a')"
+        assert caught.value.field == "x"
+    spec = load_grid(write_grid(tmp_path, "[grid]\nx = [3]\n"))
+    with pytest.raises(InfeasiblePlacementError, match=r"^three is worse \(in the cell x=3\)$"):
+        run_sweep(spec, fails_for_two, workers=2)
 
 
 def test_a_bad_cell_on_ray_raises_the_cells_own_error(tmp_path):

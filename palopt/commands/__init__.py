@@ -77,6 +77,26 @@ def option_dict(pairs: Sequence[tuple[str, Any]], flag: str) -> dict[str, Any]:
     return options
 
 
+def refuse_differing(flag: str, value: Any, options: dict[str, Any], key: str, by: str) -> None:
+    """Refuse a flag given beside an option ``key`` of the flag ``by`` with another value.
+
+    Raises
+    ------
+    InputError
+        Naming ``flag``, its value and the option.
+
+    Examples
+    --------
+    >>> refuse_differing("--time-limit", 2.0, {"time_limit": 2.0}, "time_limit", "-o")
+    >>> refuse_differing("--time-limit", 2.0, {"time_limit": 3}, "time_limit", "-o")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: --time-limit = 2.0: -o time_limit=3 differs
+    """
+    if value is not None and key in options and options[key] != value:
+        raise InputError(flag, value, f"{by} {key}={options[key]} differs")
+
+
 def check_output(out: Path | None, inputs: Iterable[Path | None], flag: str) -> None:
     """Refuse, before any work, an output file that is one of the inputs, is a folder or has no
     folder.
@@ -97,12 +117,23 @@ def check_output(out: Path | None, inputs: Iterable[Path | None], flag: str) -> 
     """
     if out is None:
         return
-    if out.exists() and any(p is not None and p.exists() and out.samefile(p) for p in inputs):
-        raise InputError(flag, str(out), "is an input file; it would be overwritten")
+    check_not_input(out, inputs, flag)
     if out.is_dir():
         raise InputError(flag, str(out), "is a folder; give a file name")
     if not out.parent.is_dir():
         raise InputError(flag, str(out), "no such folder")
+
+
+def check_not_input(out: Path, inputs: Iterable[Path | None], flag: str) -> None:
+    """Refuse an output file that is one of the inputs (by any path or link to it).
+
+    Raises
+    ------
+    InputError
+        Naming ``flag`` and the path.
+    """
+    if out.exists() and any(p is not None and p.exists() and out.samefile(p) for p in inputs):
+        raise InputError(flag, str(out), "is an input file; it would be overwritten")
 
 
 def check_folder(out: Path | None, flag: str) -> None:

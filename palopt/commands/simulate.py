@@ -9,7 +9,14 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from palopt.commands import check_folder, option_dict, parse_option, require_plotting
+from palopt.commands import (
+    check_folder,
+    check_not_input,
+    option_dict,
+    parse_option,
+    refuse_differing,
+    require_plotting,
+)
 from palopt.errors import InputError
 from palopt.io import data_dir, write_text
 from palopt.sim.engine import SimConfig, Simulator
@@ -23,7 +30,7 @@ from palopt.sim.experiments import (
     prepare,
     simulate_cell,
 )
-from palopt.sim.metrics import format_summary, summary, write_outputs
+from palopt.sim.metrics import OUTPUT_FILES, format_summary, summary, write_outputs
 from palopt.sim.policies import get_policy
 from palopt.sim.profile import correlated_profile, load_profile
 from palopt.sim.trace import load_trace
@@ -197,21 +204,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="directory for the table (CSV, text) and plot (default %(default)s)",
     )
     p.add_argument("--workers", type=int, default=None, help="processes (default: CPUs)")
-    p.add_argument(
-        "--workloads", default="1-8", help="fig10: e.g. 1-8 or 1,3,6 (default %(default)s)"
-    )
+    p.add_argument("--workloads", help="fig10: e.g. 1-8 or 1,3,6 (default 1-8)")
     p.add_argument(
         "--jobs",
         type=int,
-        default=200,
-        help="fig13: tracked jobs per trace (as many again before and after; default %(default)s)",
+        help="fig13: tracked jobs per trace (as many again before and after; default 200)",
     )
-    p.add_argument(
-        "--seeds", type=int, default=1, help="fig13: traces per load (default %(default)s)"
-    )
-    p.add_argument(
-        "--loads", default="8,10,12,14", help="fig13: jobs per hour (default %(default)s)"
-    )
+    p.add_argument("--seeds", type=int, help="fig13: traces per load (default 1)")
+    p.add_argument("--loads", help="fig13: jobs per hour (default 8,10,12,14)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument(
@@ -226,8 +226,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_simulate(args: argparse.Namespace) -> int:
     """Run one simulation and write its outputs."""
     check_folder(args.out, "--out")
-    if args.out and not args.no_plots:
-        require_plotting("--no-plots")
+    if args.out:
+        for name in OUTPUT_FILES:
+            check_not_input(args.out / name, (args.trace, args.profile), "--out")
+        if not args.no_plots:
+            require_plotting("--no-plots")
     cfg = _config(
         args,
         round_s=args.round,
@@ -248,6 +251,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         profile = profile.fixed()
     trace = load_trace(args.trace)
     placement_options = option_dict(args.placement_option, "--placement-option")
+    # The simulator passes the time limit to each solve, where it wins over an option.
+    refuse_differing(
+        "--time-limit", args.time_limit, placement_options, "time_limit", "--placement-option"
+    )
     scheduler_options = option_dict(args.scheduler_option, "--scheduler-option")
     policy = get_policy(args.scheduler, **scheduler_options)
     solver = get_solver(args.placement, **placement_options)  # fails early, if unknown
@@ -273,6 +280,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         "fixed_charge": args.fixed_charge,
         "seed": args.seed,
         "max_time_s": args.max_time,
+        "time_limit": args.time_limit,
+        "check": args.check,
     }
     s = (
         write_outputs(res, args.out, plots=not args.no_plots, meta=settings)
@@ -286,6 +295,15 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             + ("" if args.no_plots else ", jct_cdf.png, busy_gpus.png")
         )
     return 0
+
+
+#: The options of one figure each: flag -> (figure, default).
+FIGURE_OPTIONS = {
+    "--workloads": ("fig10", "1-8"),
+    "--jobs": ("fig13", 200),
+    "--seeds": ("fig13", 1),
+    "--loads": ("fig13", "8,10,12,14"),
+}
 
 
 def _int_list(text: str, field: str, allowed: range) -> list[int]:
@@ -302,7 +320,10 @@ def _int_list(text: str, field: str, allowed: range) -> list[int]:
             raise InputError(field, text, f"{field} are {allowed[0]} to {allowed[-1]}")
         if first > last:
             raise InputError(field, text, f"the range {part} runs backwards")
-        out.extend(range(first, last + 1))
+        for k in range(first, last + 1):
+            if k in out:
+                raise InputError(field, text, f"{k} is given twice")
+            out.append(k)
     return out
 
 
@@ -330,6 +351,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         args.data = data_dir() / "pal-artifact"
     if not (args.data / "sim-64gpu-cluster.csv").is_file():
         raise InputError("data", str(args.data), "no sim-64gpu-cluster.csv in this directory")
+    for flag, value in FIGURE_OPTIONS.items():
+        given = getattr(args, flag[2:])
+        if given is None:
+            setattr(args, flag[2:], value[1])
+        elif args.figure != value[0]:
+            raise InputError(flag, given, f"is an option of {value[0]}, not {args.figure}")
     for flag, value in (("--seeds", args.seeds), ("--jobs", args.jobs)):
         if value < 1:
             raise InputError(flag, value, "must be at least 1")
@@ -359,6 +386,8 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             raise InputError("loads", args.loads, "expected numbers like 8,10,12") from None
         if not all(0 < x < math.inf for x in loads):
             raise InputError("loads", args.loads, "jobs per hour must be positive")
+        if len(set(loads)) < len(loads):
+            raise InputError("loads", args.loads, "a load is given twice")
         spec = fig13_sweep(
             args.data, cells, loads, seeds=range(args.seeds), n_jobs=args.jobs, **options
         )

@@ -7,9 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from palopt.commands import check_output, option_dict, parse_option
+from palopt.commands import check_output, option_dict, parse_option, refuse_differing
 from palopt.cost import assert_feasible
-from palopt.errors import InputError
 from palopt.export import format_slurm
 from palopt.instance import Instance
 from palopt.io import instance_schema, load_instance, write_text
@@ -75,14 +74,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_solvers)
 
 
+def _number(x: float) -> str:
+    """``x`` to four decimals, or to six digits when that would be long (weights reach 1e305)."""
+    return f"{x:.4f}" if abs(x) < 1e9 else f"{x:.6g}"
+
+
 def format_result(instance: Instance, result: PlacementResult) -> str:
     """A human-readable table of a placement result."""
     topo = instance.topology
     lines = [
         f"solver {result.solver}: status {result.status}, "
-        f"{result.n_placed}/{len(result.placements)} jobs placed, objective {result.objective:.4f}"
+        f"{result.n_placed}/{len(result.placements)} jobs placed, "
+        f"objective {_number(result.objective)}"
         + (
-            f", bound {result.bound:.4f}, gap {100 * (result.gap or 0):.2f}%"
+            f", bound {_number(result.bound)}, gap {100 * (result.gap or 0):.2f}%"
             if result.bound is not None
             else ""
         )
@@ -112,12 +117,9 @@ def cmd_solve(args: argparse.Namespace) -> int:
     check_output(args.out, [args.instance], "--out")
     instance = load_instance(args.instance)
     options = option_dict(args.option, "-o")
-    for flag, key, value in (
-        ("--backend", "backend", args.backend),
-        ("--time-limit", "time_limit", args.time_limit),  # (passed to solve, not an option)
-    ):
-        if value is not None and options.get(key, value) != value:
-            raise InputError(flag, value, f"-o {key}={options[key]} differs")
+    refuse_differing("--backend", args.backend, options, "backend", "-o")
+    # (the time limit is passed to solve, not as an option)
+    refuse_differing("--time-limit", args.time_limit, options, "time_limit", "-o")
     if args.backend is not None:
         options["backend"] = args.backend
     solver = get_solver(args.solver, **options)

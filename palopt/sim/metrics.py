@@ -12,7 +12,15 @@ import pandas as pd
 from palopt.io import write_text
 from palopt.sim.engine import DONE, SimResult
 
-__all__ = ["summary", "job_table", "round_table", "write_outputs", "format_summary", "plot_run"]
+__all__ = [
+    "summary",
+    "job_table",
+    "round_table",
+    "write_outputs",
+    "format_summary",
+    "plot_run",
+    "OUTPUT_FILES",
+]
 
 
 def _tracked_done(res: SimResult) -> np.ndarray:
@@ -226,6 +234,10 @@ def format_summary(s: dict[str, Any]) -> str:
             f"  preemptions {s['preemptions']}, migrations {s['migrations']}",
         ]
     )
+
+
+#: The files :func:`write_outputs` writes into its folder (the last two with ``plots``).
+OUTPUT_FILES = ("jobs.csv", "rounds.csv", "summary.json", "jct_cdf.png", "busy_gpus.png")
 
 
 def plot_run(res: SimResult, out_dir: Path) -> list[Path]:

@@ -81,8 +81,8 @@ def load_profile(
     path : str or Path
         A CSV file, or a JSON file (by its ``.json`` suffix, any case).
     topology : Topology
-        The cluster. A CSV has one row per GPU in topology order (rows are first sorted by
-        ``GPU_ID`` if there is that column).
+        The cluster. A CSV has one row per GPU in topology order, or a ``GPU_ID`` column
+        numbering the GPUs in that order from 0.
     seed : int, default 0
         Seed of the draw of JSON profile GPUs onto the cluster (unused for a CSV).
     binning : {"kmeans", "artifact"}
@@ -96,7 +96,8 @@ def load_profile(
     Raises
     ------
     InputError
-        For a wrong number of rows, no ``PerfVar_`` column, non-positive values, or a profile
+        For a wrong number of rows, ``GPU_ID`` values other than 0 to ``n - 1`` each once, no
+        ``PerfVar_`` column, non-positive values, or a profile
         too small for the cluster; also for an unknown ``binning``.
 
     Examples
@@ -130,13 +131,23 @@ def load_profile(
             "profile", len(df), f"has {len(df)} GPU rows, the cluster has {topology.n_gpus} GPUs"
         )
     if "GPU_ID" in df.columns:
-        df = df.sort_values("GPU_ID", kind="stable")
+        ids = pd.to_numeric(df["GPU_ID"], errors="coerce").to_numpy()
+        order = np.argsort(ids, kind="stable")
+        bad = np.flatnonzero(ids[order] != np.arange(len(ids)))
+        if len(bad):
+            row = int(order[bad[0]])
+            raise InputError(
+                f"profile.GPU_ID[{row}]",
+                df["GPU_ID"].tolist()[row],
+                f"the GPU_IDs must be 0 to {len(ids) - 1}, each once (the topology's order)",
+            )
+        df = df.iloc[order]
     rank_cols = [f"sf_{c}" if f"sf_{c}" in df.columns else f"PerfVar_{c}" for c in classes]
     for col in dict.fromkeys([f"PerfVar_{c}" for c in classes] + rank_cols):
         values = pd.to_numeric(df[col], errors="coerce")
         if values.isna().any():
             row = int(values.isna().to_numpy().argmax())
-            raise InputError(f"profile.{col}[{row}]", df[col].iloc[row], "not a number")
+            raise InputError(f"profile.{col}[{row}]", df[col].tolist()[row], "not a number")
         df[col] = values
     charge = df[[f"PerfVar_{c}" for c in classes]].to_numpy(dtype=np.float64).T
     rank = df[rank_cols].to_numpy(dtype=np.float64).T

@@ -105,7 +105,7 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
     workloads = workloads or load_workloads()
     # Ids are text as written ("1" and "1.0" are two jobs), and an extra field on a row is an
     # error, not a shift of the columns.
-    df = read_csv(path, "trace", converters={"job_id": str}, index_col=False)
+    df = read_csv(path, "trace", converters={"job_id": str})
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(

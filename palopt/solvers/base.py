@@ -181,7 +181,7 @@ def get_solver(name: str, /, **config: Any) -> Solver:
     ImportError
         If the solver's optional dependencies are missing (the message names the extra).
     InputError
-        For an invalid option.
+        For a name that is not a string, or an invalid option.
 
     Examples
     --------
@@ -190,6 +190,8 @@ def get_solver(name: str, /, **config: Any) -> Solver:
     >>> get_solver("milp:highs").backend
     'highs'
     """
+    if not isinstance(name, str):
+        raise InputError("solver", name, "must be a solver's name (see palopt.list_solvers())")
     registry = _load()
     name, named = split_solver_name(name)
     for key, value in named.items():

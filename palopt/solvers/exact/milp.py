@@ -87,7 +87,8 @@ class MilpSolver(ExactSolver):
             raise InputError("milp.backend", backend, f"must be one of {', '.join(BACKENDS)}")
         if backend == "highs" and importlib.util.find_spec("highspy") is None:
             raise ImportError("milp backend 'highs' needs highspy: pip install 'palopt[exact]'")
-        if options.get("deterministic"):
+        super().__init__(**options)  # checks the options (deterministic is a flag)
+        if self.deterministic:
             raise InputError(
                 "milp.deterministic",
                 True,
@@ -95,7 +96,6 @@ class MilpSolver(ExactSolver):
                 "their root node); use the cpsat solver",
             )
         self.backend = backend
-        super().__init__(**options)
 
     def settings(self) -> dict[str, Any]:
         """The configuration, with the back end."""
