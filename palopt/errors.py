@@ -1,5 +1,5 @@
 """Exceptions raised by palopt, and the input checks shared by its parts (a seed, a time limit, a
-number, a count, a flag, the fields of a JSON object).
+number, a count, a flag, the fields of a JSON object, a value given twice).
 
 Every error caused by bad input names the offending field and value so that a user can fix the
 input without reading a traceback; the CLI prints the message on one line and exits with code 2.
@@ -278,3 +278,24 @@ def check_fields(data: Mapping[str, Any], known: Collection[str], where: str = "
         raise InputError(
             f"{where}{extra[0]}", data[extra[0]], f"unknown field; known: {', '.join(known)}"
         )
+
+
+def refuse_differing(field: str, value: Any, options: Mapping[str, Any], key: str, by: str) -> None:
+    """Refuse a value given twice, as ``field`` and as the option ``key`` among ``options`` (of
+    ``by``), unless the two agree or ``value`` is ``None``.
+
+    Raises
+    ------
+    InputError
+        Naming ``field``, its value and the option.
+
+    Examples
+    --------
+    >>> refuse_differing("--time-limit", 2.0, {"time_limit": 2.0}, "time_limit", "-o")
+    >>> refuse_differing("--time-limit", 2.0, {"time_limit": 3}, "time_limit", "-o")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: --time-limit = 2.0: -o time_limit=3 differs
+    """
+    if value is not None and key in options and options[key] != value:
+        raise InputError(field, value, f"{by} {key}={options[key]} differs")

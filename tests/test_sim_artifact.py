@@ -270,6 +270,26 @@ def test_cli_simulate_passes_options_to_the_solver_and_the_policy(artifact_dir, 
         simulate_cell({"data": str(artifact_dir), "workload": 1, "scheduler_options": 2})
 
 
+def test_a_sweep_cell_passes_its_time_limit_to_every_solve(artifact_dir, monkeypatch):
+    from palopt.solvers import base
+
+    limits = []
+
+    class Spy:
+        name = "spy"
+
+        def solve(self, instance, *, time_limit=None, seed=None):
+            limits.append(time_limit)
+            return base.get_solver("packed-sticky").solve(instance, seed=seed)
+
+    monkeypatch.setitem(base._REGISTRY, "spy", base.SolverInfo("spy", lambda: Spy(), "spy"))
+    cell = {"data": str(artifact_dir), "workload": 1, "placement": "spy", "max_time": 3600.0}
+    simulate_cell({**cell, "time_limit": 0.5})
+    assert limits and set(limits) == {0.5}
+    with pytest.raises(InputError, match="time_limit = 0.5: placement_options time_limit=2"):
+        simulate_cell({**cell, "time_limit": 0.5, "placement_options": {"time_limit": 2}})
+
+
 def test_simulate_cell_tiles_a_larger_cluster(artifact_dir):
     s = simulate_cell(
         {

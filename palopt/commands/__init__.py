@@ -77,26 +77,6 @@ def option_dict(pairs: Sequence[tuple[str, Any]], flag: str) -> dict[str, Any]:
     return options
 
 
-def refuse_differing(flag: str, value: Any, options: dict[str, Any], key: str, by: str) -> None:
-    """Refuse a flag given beside an option ``key`` of the flag ``by`` with another value.
-
-    Raises
-    ------
-    InputError
-        Naming ``flag``, its value and the option.
-
-    Examples
-    --------
-    >>> refuse_differing("--time-limit", 2.0, {"time_limit": 2.0}, "time_limit", "-o")
-    >>> refuse_differing("--time-limit", 2.0, {"time_limit": 3}, "time_limit", "-o")
-    Traceback (most recent call last):
-    ...
-    palopt.errors.InputError: --time-limit = 2.0: -o time_limit=3 differs
-    """
-    if value is not None and key in options and options[key] != value:
-        raise InputError(flag, value, f"{by} {key}={options[key]} differs")
-
-
 def check_output(out: Path | None, inputs: Iterable[Path | None], flag: str) -> None:
     """Refuse, before any work, an output file that is one of the inputs, is a folder or has no
     folder.

@@ -14,10 +14,9 @@ from palopt.commands import (
     check_not_input,
     option_dict,
     parse_option,
-    refuse_differing,
     require_plotting,
 )
-from palopt.errors import InputError
+from palopt.errors import InputError, refuse_differing
 from palopt.io import data_dir, write_text
 from palopt.sim.engine import SimConfig, Simulator
 from palopt.sim.experiments import (

@@ -7,8 +7,9 @@ import json
 import sys
 from pathlib import Path
 
-from palopt.commands import check_output, option_dict, parse_option, refuse_differing
+from palopt.commands import check_output, option_dict, parse_option
 from palopt.cost import assert_feasible
+from palopt.errors import refuse_differing
 from palopt.export import format_slurm
 from palopt.instance import Instance
 from palopt.io import instance_schema, load_instance, write_text

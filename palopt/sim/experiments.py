@@ -22,7 +22,14 @@ import numpy as np
 import pandas as pd
 
 from palopt import __version__
-from palopt.errors import InputError, UnknownSolverError, check_count, check_flag, check_number
+from palopt.errors import (
+    InputError,
+    UnknownSolverError,
+    check_count,
+    check_flag,
+    check_number,
+    refuse_differing,
+)
 from palopt.instance import penalty_matrix
 from palopt.io import read_csv
 from palopt.sim.engine import SimConfig, simulate
@@ -86,6 +93,7 @@ CELL_KEYS: Mapping[str, Any] = {
     "extra_jobs": False,
     "fixed_charge": False,
     "max_time": None,  # the horizon in seconds (SimConfig.max_time_s); None: run to the end
+    "time_limit": None,  # each placement solve's limit in seconds; None: the solver's own
     "check": False,  # check every placement (palopt.cost.assert_feasible; slower)
 }
 
@@ -217,6 +225,15 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
         seed=cell["seed"],
         max_time_s=cell["max_time"],
         check=cell["check"],
+        time_limit=cell["time_limit"],
+    )
+    # The simulator passes the time limit to each solve, where it wins over an option.
+    refuse_differing(
+        "time_limit",
+        config.time_limit,
+        _options(cell, "placement_options"),
+        "time_limit",
+        "placement_options",
     )
     topo, profile = _cluster(profile_path, str(cell["cluster"]), config.seed)
     # Checked here so that an error names the cell's key (the simulator names SimConfig's).
