@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from palopt.errors import InfeasiblePlacementError, InputError
-from palopt.instance import Instance, Job
+from palopt.instance import Instance, Job, require_instance
 from palopt.result import Action, JobPlacement, PlacementResult
 
 __all__ = [
@@ -64,7 +64,7 @@ def job_cost(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray) -> 
     --------
     >>> import numpy as np
     >>> from palopt.topology import build_cluster
-    >>> from palopt.instance import Instance, Job
+    >>> from palopt.instance import Instance, Job, require_instance
     >>> topo = build_cluster(1, 2, 2)
     >>> inst = Instance(topo, ("A",), np.array([[1.0, 1.2, 0.9, 1.0]]),
     ...                 np.array([[1.0, 1.5, 1.5]]), (Job("j", 2, "A"),))
@@ -106,7 +106,7 @@ def set_costs(
     --------
     >>> import numpy as np
     >>> from palopt.topology import build_cluster
-    >>> from palopt.instance import Instance, Job
+    >>> from palopt.instance import Instance, Job, require_instance
     >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.2, 0.9, 1.0]]),
     ...                 np.array([[1.0, 1.5, 1.5]]), (Job("j", 2, "A"),))
     >>> set_costs(inst, np.array([0, 0]), np.array([0, 1, 1, 2]), np.array([0, 2]))[0]
@@ -164,7 +164,8 @@ def evaluate(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> Eva
     Raises
     ------
     InputError
-        For a job's entry that is not a list of GPU indices of the topology.
+        If ``instance`` is not an :class:`~palopt.instance.Instance`, or for a job's entry that
+        is not a list of GPU indices of the topology.
 
     Examples
     --------
@@ -176,6 +177,7 @@ def evaluate(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> Eva
     >>> e.placed, e.total_cost
     ((False, True), 1.0)
     """
+    require_instance(instance)
     if not isinstance(assignment, Mapping):
         raise InputError("assignment", type(assignment).__name__, "expected job id -> GPUs")
     placed, total = [], 0.0
@@ -212,6 +214,12 @@ def check_feasible(
     list of str
         One message per violation; empty if the assignment is feasible.
 
+    Raises
+    ------
+    InputError
+        If ``instance`` is not an :class:`~palopt.instance.Instance`, or ``assignment`` is
+        neither a mapping nor a result.
+
     Examples
     --------
     >>> import numpy as np
@@ -226,6 +234,7 @@ def check_feasible(
     >>> check_feasible(inst, solve(inst, "pal"))
     []
     """
+    require_instance(instance)
     if isinstance(assignment, PlacementResult):
         return _check_result(instance, assignment)
     if not isinstance(assignment, Mapping):

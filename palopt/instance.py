@@ -11,7 +11,7 @@ import numpy as np
 from palopt.errors import InputError, is_finite_number, is_number
 from palopt.topology import Topology
 
-__all__ = ["Job", "Instance", "penalty_matrix", "require_factors"]
+__all__ = ["Job", "Instance", "penalty_matrix", "require_factors", "require_instance"]
 
 
 @dataclass(frozen=True)
@@ -193,6 +193,21 @@ FACTOR_RANGE = f"must be a finite number from {MIN_FACTOR:g} to {MAX_FACTOR:g}"
 #: round's sum), so every objective is a finite float, and the exact solvers' scaling by a power
 #: of two stays one too.
 MAX_ROUND = 1e305
+
+
+def require_instance(value: object) -> None:
+    """Raise :class:`InputError` unless ``value`` is an :class:`Instance` (the one check of the
+    argument of every function that takes one).
+
+    Examples
+    --------
+    >>> require_instance({"queue": []})
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: instance = 'dict': must be a palopt.Instance
+    """
+    if not isinstance(value, Instance):
+        raise InputError("instance", type(value).__name__, "must be a palopt.Instance")
 
 
 def require_factors(values: np.ndarray, field: Callable[[int, int], str]) -> None:

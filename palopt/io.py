@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from palopt.errors import InputError, check_fields, is_finite_number, is_number
-from palopt.instance import Instance, Job, penalty_matrix
+from palopt.instance import Instance, Job, penalty_matrix, require_instance
 from palopt.topology import Topology, parse_shape
 
 if TYPE_CHECKING:
@@ -265,7 +265,8 @@ def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
     Raises
     ------
     InputError
-        For another ``meta`` field, or a value that is not a string.
+        For an ``instance`` that is not an :class:`~palopt.instance.Instance`, another ``meta``
+        field, a value that is not a string, or a topology attribute JSON cannot hold.
 
     Examples
     --------
@@ -279,6 +280,7 @@ def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
     >>> instance_from_dict(data).queue == inst.queue
     True
     """
+    require_instance(instance)
     check_fields(meta, META_FIELDS)
     _check_meta(meta)
     topo = instance.topology

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from palopt.errors import InputError
-from palopt.instance import Instance
+from palopt.instance import Instance, require_instance
 
 __all__ = ["JobPlacement", "PlacementResult", "Status", "Action"]
 
@@ -192,7 +192,8 @@ class PlacementResult:
         Raises
         ------
         InputError
-            Naming the instance's first job that differs, or the GPU it lacks.
+            If ``instance`` is not an :class:`~palopt.instance.Instance`, naming its first job
+            that differs, or the GPU it lacks.
 
         Examples
         --------
@@ -207,6 +208,7 @@ class PlacementResult:
         ...
         palopt.errors.InputError: instance.queue[0].id = 'b': the result is of another queue ...
         """
+        require_instance(instance)
         ids = [j.id for j in instance.queue]
         for i, p in enumerate(self.placements):
             if i >= len(ids) or ids[i] != p.job_id:

@@ -393,3 +393,18 @@ def test_a_graph_with_numpy_attributes_saves_as_json(tmp_path):
     g.nodes["s"]["tags"] = {"fast"}
     with pytest.raises(InputError, match="tags = {'fast'}: a graph attribute JSON cannot hold"):
         palopt.Topology.from_graph(g).to_node_link()
+
+
+def test_functions_taking_an_instance_refuse_anything_else():
+    from palopt.io import instance_to_dict
+
+    result = solve(_instance(Job("a", 1, "A")), "pal")
+    for call in (
+        lambda: check_feasible(None, {}),
+        lambda: palopt.evaluate({}, {}),
+        lambda: instance_to_dict({"queue": []}),
+        lambda: result.to_dict(None),
+        lambda: solve("instance.json"),
+    ):
+        with pytest.raises(InputError, match="instance = .*: must be a palopt.Instance"):
+            call()  # was AttributeError

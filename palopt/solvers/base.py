@@ -12,7 +12,7 @@ import numpy as np
 
 from palopt.cost import job_placements
 from palopt.errors import InputError, UnknownSolverError, check_seed, check_time_limit
-from palopt.instance import Instance
+from palopt.instance import Instance, require_instance
 from palopt.result import PlacementResult, Status
 
 __all__ = [
@@ -270,8 +270,7 @@ def check_arguments(instance: Any, time_limit: Any, seed: Any) -> int | None:
     ...
     palopt.errors.InputError: instance = 'NoneType': must be a palopt.Instance
     """
-    if not isinstance(instance, Instance):
-        raise InputError("instance", type(instance).__name__, "must be a palopt.Instance")
+    require_instance(instance)
     if time_limit is not None:
         check_time_limit(time_limit)
     return check_seed(seed)
