@@ -20,6 +20,7 @@ from palopt.errors import InputError, refuse_differing
 from palopt.io import data_dir, write_text
 from palopt.sim.engine import SimConfig, Simulator
 from palopt.sim.experiments import (
+    CELL_KEYS,
     fig10_sweep,
     fig12_sweep,
     fig13_sweep,
@@ -207,7 +208,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--jobs",
         type=int,
-        help="fig13: tracked jobs per trace (as many again before and after; default 200)",
+        help="fig13: tracked jobs per trace (as many again before and after; default 400)",
     )
     p.add_argument("--seeds", type=int, help="fig13: traces per load (default 1)")
     p.add_argument("--loads", help="fig13: jobs per hour (default 8,10,12,14)")
@@ -299,7 +300,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
 #: The options of one figure each: flag -> (figure, default).
 FIGURE_OPTIONS = {
     "--workloads": ("fig10", "1-8"),
-    "--jobs": ("fig13", 200),
+    "--jobs": ("fig13", CELL_KEYS["n_jobs"]),
     "--seeds": ("fig13", 1),
     "--loads": ("fig13", "8,10,12,14"),
 }

@@ -76,7 +76,7 @@ CELL_KEYS: Mapping[str, Any] = {
     "trace": None,  # a trace CSV; or
     "workload": None,  # a Sia-Philly workload number (1-8) in data/traces; or
     "load": None,  # jobs per hour of a synthetic Fig 13 trace
-    "n_jobs": 200,  # tracked jobs of the synthetic trace (as many before and after, untracked)
+    "n_jobs": 400,  # tracked jobs of the synthetic trace (as many before and after, untracked)
     "gpu_dist": "synergy",  # synthetic GPU counts: "synergy" or "traces"
     "profile": None,  # profile CSV (default: data/sim-64gpu-cluster.csv)
     "cluster": "16x4",
