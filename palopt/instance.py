@@ -147,7 +147,7 @@ class Instance:
         if busy.shape != (n,):
             raise InputError("busy", busy.shape, f"expected a mask of {n} GPUs")
         class_index = {c: i for i, c in enumerate(classes)}
-        _check_queue(self.queue, class_index, busy, n)
+        _check_queue(self.queue, class_index, busy, topo.gpu_ids)
         _check_cost_range(self.queue, sd, pen)
         for arr in (sd, pen, busy):
             arr.setflags(write=False)
@@ -176,7 +176,7 @@ class Instance:
         """A copy of this instance with another queue (validated; the rest is this instance's,
         already checked: a simulation calls this every round)."""
         queue = tuple(queue)
-        _check_queue(queue, self.class_index, self.busy, self.topology.n_gpus)
+        _check_queue(queue, self.class_index, self.busy, self.topology.gpu_ids)
         _check_cost_range(queue, self.slowdown, self.penalty)
         copy = object.__new__(Instance)
         copy.__dict__.update(self.__dict__, queue=queue)
@@ -292,10 +292,14 @@ def _check_cost_range(queue: tuple[Job, ...], sd: np.ndarray, pen: np.ndarray) -
 
 
 def _check_queue(
-    queue: tuple[Job, ...], class_index: Mapping[str, int], busy: np.ndarray, n: int
+    queue: tuple[Job, ...],
+    class_index: Mapping[str, int],
+    busy: np.ndarray,
+    gpu_ids: tuple[str, ...],
 ) -> None:
     # Called for every round of a simulation: the checks test exact types first (a Job has
     # turned numpy values into int and float) and format a field's name only to report it.
+    n = len(gpu_ids)
     seen_jobs: set[str] = set()
     held: dict[int, str] = {}
     for i, job in enumerate(queue):
@@ -333,14 +337,16 @@ def _check_queue(
                         f"queue[{i}].current_gpus", g, "not a GPU index of the topology"
                     )
                 if busy[g]:
-                    raise InputError(f"queue[{i}].current_gpus", g, "GPU is marked busy")
+                    raise InputError(
+                        f"queue[{i}].current_gpus", g, f"GPU {gpu_ids[g]} is marked busy"
+                    )
                 if g in held:
                     raise InputError(
                         f"queue[{i}].current_gpus",
                         g,
-                        "GPU listed twice"
+                        f"GPU {gpu_ids[g]} listed twice"
                         if held[g] == job.id
-                        else f"GPU is also held by job {held[g]!r}",
+                        else f"GPU {gpu_ids[g]} is also held by job {held[g]!r}",
                     )
                 held[g] = job.id
 
