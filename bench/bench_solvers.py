@@ -1,4 +1,5 @@
-"""Benchmark of the heuristic solvers: one placement round, median wall time of repeated runs.
+"""Benchmark of PAL and the baselines (PM-First, Packed, Random): one placement round, median wall
+time of repeated runs (the greedy's time is in the benchmark of ``palopt bench``).
 
 Instances: servers of 4 GPUs, racks of 32 servers, cross-server penalty 1.7 (the artifact's);
 4 workload classes with binned slowdowns (3 to 6 distinct levels per class, most GPUs at the

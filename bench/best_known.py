@@ -15,6 +15,7 @@ Usage::
 
     python bench/best_known.py --gpus 4096 --per-server 8 --seed 0
     python bench/best_known.py --gpus 1024 --per-server 4 --seed 1 --solver milp:highs
+    python bench/best_known.py --gpus 4096 --seed 0 -o deterministic=true   # repeatable blocks
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ import numpy as np
 
 from palopt import Instance, build_cluster, solve
 from palopt.bench.families import RACK_GPUS, Family, make_instance
-from palopt.bench.runner import SolverSpec
+from palopt.commands import option_dict, parse_option
 from palopt.cost import assert_feasible, evaluate, job_cost
 from palopt.errors import PaloptError
+from palopt.solvers import get_solver
 from palopt.solvers.exact.colgen import lagrangian_bound
 from palopt.solvers.greedy import greedy_assignment
 from palopt.solvers.round import make_round, round_cost
@@ -82,6 +84,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--block-gpus", type=int, default=256)
     ap.add_argument("--solver", default="cpsat")
+    ap.add_argument(
+        "-o",
+        dest="option",
+        action="append",
+        default=[],
+        type=parse_option,
+        metavar="KEY=VALUE",
+        help="an option of the blocks' solver (repeatable), e.g. deterministic=true",
+    )
     ap.add_argument("--block-time", type=float, default=10.0, help="seconds per block")
     ap.add_argument("--bound-time", type=float, default=5.0, help="seconds of the bound")
     args = ap.parse_args(argv)
@@ -92,7 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     if size < 1 or family.n_gpus % size or (racks > 1 and size % RACK_GPUS):
         raise SystemExit(f"--block-gpus {args.block_gpus}: not whole racks that split the round")
     blocks = family.n_gpus // size
-    spec = SolverSpec.parse(args.solver)  # an unknown name or back end fails here, not later
+    options = option_dict(args.option, "-o")
+    get_solver(args.solver, **options)  # an unknown name, back end or option fails here
     inst = make_instance(family, args.seed)
     rnd = make_round(inst)
     started = time.perf_counter()
@@ -116,9 +128,7 @@ def main(argv: list[str] | None = None) -> int:
             inst.penalty,
             tuple(inst.queue[p] for p in sorted(members)),
         )
-        result = solve(
-            sub, spec.name, time_limit=args.block_time, seed=args.seed, **dict(spec.options)
-        )
+        result = solve(sub, args.solver, time_limit=args.block_time, seed=args.seed, **options)
         if result.n_placed != len(members):
             raise SystemExit(f"block {b}: {result.n_placed} of {len(members)} jobs placed")
         assignment.update(

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palopt import Instance, Job, build_cluster, solve
+from palopt import InputError, Instance, Job, build_cluster, solve
 from palopt.bench.families import Family, make_instance, sample_slowdowns
 from palopt.bench.runner import SolverSpec, run_instance
 from palopt.cli import main
@@ -381,8 +381,6 @@ def test_the_gap_plot_has_a_panel_per_load(tmp_path: Path) -> None:
     ],
 )
 def test_family_rejects_shapes_it_cannot_build(args: tuple, message: str) -> None:
-    from palopt.errors import InputError
-
     with pytest.raises(InputError, match=message):
         Family(*args)
 
@@ -428,6 +426,22 @@ def test_best_known_script_joins_block_solves_into_a_feasible_round(capsys) -> N
     # The script checks the joined placement (feasible, costed as the blocks' sum) itself.
     assert "2 blocks, cpsat" in out and "sum of the blocks' bounds" in out
     assert "spread" in out
+
+
+def test_best_known_script_passes_options_to_the_blocks_solver(capsys) -> None:
+    module = _best_known_script()
+    args = ["--gpus", "64", "--per-server", "4", "--block-gpus", "32", "--bound-time", "0.2"]
+    runs = []
+    for _ in range(2):  # deterministic: the blocks' placements repeat exactly
+        assert module.main([*args, "--block-time", "0.5", "-o", "deterministic=true"]) == 0
+        runs.append([line for line in capsys.readouterr().out.splitlines() if "blocks," in line])
+    assert runs[0][0].split()[:4] == runs[1][0].split()[:4]
+    for bad, message in (
+        (["-o", "colour=red"], "cpsat.colour = 'red': unknown option"),
+        (["--solver", "milp:highs", "-o", "backend=cbc"], "differs from the 'highs'"),
+    ):
+        with pytest.raises(InputError, match=message):  # before any work
+            module.main([*args, *bad])
 
 
 def test_best_known_by_size_table_splits_the_cost_by_job_size() -> None:
