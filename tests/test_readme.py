@@ -1,4 +1,4 @@
-"""The README's examples run as written."""
+"""The examples of the README and docs/simulator.md run as written."""
 
 from __future__ import annotations
 
@@ -8,11 +8,12 @@ from pathlib import Path
 
 from palopt.io import instance_from_dict
 
-README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
-def blocks(language: str) -> list[str]:
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+def blocks(language: str, text: str = README) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
 
 
 def test_python_example_runs(capsys):
@@ -33,3 +34,13 @@ def test_first_lines_are_the_two_commands():
         "pip install -e '.[all]' && palopt solve instances/longhorn-32gpu.json --format table",
         "python -m pytest -q",
     ]
+
+
+def test_simulator_step_loop_example_runs(artifact_dir, monkeypatch):
+    # It named a topology, profile and trace it never made (NameError).
+    (code,) = blocks("python", (ROOT / "docs" / "simulator.md").read_text(encoding="utf-8"))
+    assert '"../shared/data/pal-artifact"' in code
+    code = code.replace('"../shared/data/pal-artifact"', repr(str(artifact_dir)))
+    namespace: dict = {}
+    exec(compile(code, "docs/simulator.md", "exec"), namespace)
+    assert namespace["sim"].finished and len(namespace["result"].rounds) > 0

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palopt.errors import InputError
+import palopt
+from palopt.errors import InputError, PaloptError
 from palopt.sim import (
     ClusterProfile,
     SimConfig,
@@ -197,12 +198,15 @@ class _PlacesNothing:
         return build_result(instance, self.name, {}, {}, 0.0)
 
 
-def test_a_job_no_solver_places_stalls():
+@pytest.mark.parametrize("extra", [False, True])
+def test_a_job_no_solver_places_stalls(extra):
+    # With extra jobs (arriving for ever) the guard never fired: arrivals were always to come.
     topo = build_cluster(1, 1, 4)
-    cfg = SimConfig(round_s=100, max_idle_rounds=3, check=True)
-    with pytest.raises(SimulationStalled, match="cannot be placed") as err:
+    cfg = SimConfig(round_s=100, max_idle_rounds=3, check=True, extra_jobs=extra)
+    with pytest.raises(SimulationStalled, match="places none of the waiting jobs") as err:
         simulate(topo, flat(4), [job("a", 1, 0, 100)], _PlacesNothing(), "fifo", cfg)
-    assert "for 4 rounds at t=300s (0 running, 1 waiting, solver nothing" in str(err.value)
+    assert "for 4 rounds at t=300s (0 running, " in str(err.value)
+    assert "solver nothing" in str(err.value) and "(first: 'a')" in str(err.value)
 
 
 def test_backfill():
@@ -622,3 +626,110 @@ def test_a_solver_that_gives_bad_gpus_is_named(gpus, problem):
     sim = Simulator(topo, flat(2), [job("a", 1, 0, 10), job("b", 1, 0, 10)], Bad())
     with pytest.raises(PaloptError, match=f"solver bad gave job b GPUs .*{problem}"):
         sim.step()
+
+
+# --- a researcher's own policy and solver: misuse is refused, not run ----------------------
+
+
+class _Order:
+    name = "custom"
+    static = False
+
+    def __init__(self, make):
+        self.make = make
+
+    def order(self, queue, state):
+        return self.make(queue, state)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda q, s: np.arange(len(s)),  # jobs not yet arrived: they ran before their submit
+        lambda q, s: q[:1],  # jobs left out
+        lambda q, s: np.r_[q, q[:1]],  # a job twice
+        lambda q, s: q.astype(float),  # not indices
+        lambda q, s: np.array([99] * len(q)),  # out of range (was IndexError)
+    ],
+)
+def test_a_policy_order_must_hold_each_queued_job_once(make):
+    topo = build_cluster(1, 1, 4)
+    trace = [job("a", 2, 0, 500), job("b", 2, 0, 500), job("c", 1, 1000, 100)]
+    with pytest.raises(PaloptError, match="policy custom ordered .*each of the queue's"):
+        simulate(topo, flat(4), trace, "pal", _Order(make), SimConfig(round_s=100))
+    # a list is an order too
+    res = simulate(topo, flat(4), trace, "pal", _Order(lambda q, s: list(q)), SimConfig(100))
+    assert res.jobs.status.tolist() == [DONE] * 3
+
+
+class _Gives:
+    name = "gives"
+
+    def __init__(self, gpus):
+        self.gpus = gpus
+
+    def solve(self, instance, *, time_limit=None, seed=None):
+        if self.gpus is None:
+            return None
+        result = build_result(instance, self.name, {0: np.arange(4)}, {}, 0.0)
+        first = replace(result.placements[0], gpus=tuple(self.gpus))  # as the solver wrote it
+        return replace(result, placements=(first, *result.placements[1:]))
+
+
+@pytest.mark.parametrize(
+    "gpus, message",
+    [
+        ((0, 0, 0, 0), "repeated"),  # was run on GPU 0 alone, utilisation 1.0
+        ((0.0, 1.0, 2.0, 3.0), "not integer indices"),
+        (None, "returned a NoneType, not a PlacementResult"),
+    ],
+)
+def test_a_solver_answer_that_is_no_placement_is_refused(gpus, message):
+    trace = [job("a", 4, 0, 500)]
+    solver = _Gives(gpus)
+    with pytest.raises(PaloptError, match=message):
+        simulate(build_cluster(1, 1, 4), flat(4), trace, solver, "fifo", SimConfig(100))
+
+
+def test_simulator_arguments_and_lifecycle():
+    topo, trace = build_cluster(1, 1, 4), [job("a", 1, 0, 100)]
+    sim = Simulator(topo, flat(4), (j for j in trace), "pal", "fifo", SimConfig(round_s=100))
+    assert len(sim.jobs) == 1  # a generator was used up by the check: an empty run
+    early = sim.result()
+    sim.run()
+    assert early.jobs.status.tolist() != [DONE] and sim.result().jobs.status.tolist() == [DONE]
+    with pytest.raises(PaloptError, match="has finished"):
+        sim.step()
+    with pytest.raises(InputError, match="solver = 'HeuristicSolver'"):
+        Simulator(topo, flat(4), trace, type(palopt.get_solver("pal")))
+    nameless = _Order(lambda q, s: q)
+    del _Order.name
+    try:
+        with pytest.raises(InputError, match="a policy needs a name"):
+            Simulator(topo, flat(4), trace, "pal", nameless)
+    finally:
+        _Order.name = "custom"
+    as_lists = ClusterProfile(("A",), [[1.0] * 4], [[1.0] * 4])
+    with pytest.raises(InputError, match="profile.rank = 'list'"):
+        Simulator(topo, as_lists, trace)
+    for bad, field in (
+        (replace(trace[0], id=5), "must be a string"),
+        (replace(trace[0], tracked="no"), "tracked"),
+    ):
+        with pytest.raises(InputError, match=field):
+            Simulator(topo, flat(4), [bad])
+
+
+@pytest.mark.parametrize(
+    "args, field",
+    [
+        ((-1, ("A",), 0.05, 0.5), "n_gpus"),
+        ((4, "AB", 0.05, 0.5), "classes"),
+        ((4, ("A", "B"), (0.05, 0.05, 0.05), 0.5), "sigma"),
+        ((4, ("A",), float("nan"), 0.5), "sigma"),
+        ((4, ("A",), 1000.0, 0.5), "sigma"),
+    ],
+)
+def test_correlated_profile_refuses_bad_arguments(args, field):
+    with pytest.raises(InputError, match=f"^{field} = "):
+        correlated_profile(*args, seed=0)

@@ -23,6 +23,7 @@ round (a scheduler under study may inspect :attr:`Simulator.jobs` in between) or
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 import time as _time
@@ -108,9 +109,10 @@ class SimConfig:
     check : bool
         Check every placement with :func:`palopt.cost.assert_feasible`.
     max_idle_rounds : int
-        Raise :class:`SimulationStalled` after this many rounds in which no job gains an
-        iteration (plus the rounds one restart cost spans): rounds with waiting jobs, nothing
-        running and no arrival to come, or with every running job paying its restart cost (a
+        Raise :class:`SimulationStalled` after more than this many rounds in a row in which no
+        job gains an iteration (plus the rounds one restart cost spans): rounds with waiting
+        jobs, nothing running and no job of the trace to come (extra jobs do not count), or
+        with every running job paying its restart cost (a
         policy that swaps jobs every round, such as LAS between jobs of equal service, with a
         restart cost of a round or more, would otherwise loop for ever).
     max_time_s : float, optional
@@ -162,7 +164,8 @@ class JobTable:
     submit, iters_total, base, num_gpus, cls, tracked : static job data
     status : 0 not arrived, 1 waiting, 2 running, 3 done
     iters_done : iterations completed
-    attained_s, attained_gpu_s : seconds and GPU-seconds run
+    attained_s, attained_gpu_s : seconds and GPU-seconds held (whole rounds, restart cost
+        included)
     waited_s : seconds spent waiting after admission
     first_start, finish : times (NaN until known)
     cost : charged cost (slowdown x penalty) on the current GPUs (NaN when not running)
@@ -308,8 +311,14 @@ class Simulator:
             raise InputError("topology", type(topology).__name__, "expected a Topology")
         if not isinstance(profile, ClusterProfile):
             raise InputError("profile", type(profile).__name__, "expected a ClusterProfile")
-        if not isinstance(solver, str) and not callable(getattr(solver, "solve", None)):
-            raise InputError("solver", type(solver).__name__, "expected a solver or its name")
+        if isinstance(solver, type) or (
+            not isinstance(solver, str) and not callable(getattr(solver, "solve", None))
+        ):
+            raise InputError(
+                "solver",
+                getattr(solver, "__name__", type(solver).__name__),
+                "expected a solver object or its name",
+            )
         if not isinstance(policy, str) and not callable(getattr(policy, "order", None)):
             raise InputError("policy", type(policy).__name__, "expected a policy or its name")
         self.config = config or SimConfig()
@@ -317,6 +326,13 @@ class Simulator:
         self.topology = topology
         self.profile = profile
         n = topology.n_gpus
+        for part in ("rank", "charge"):
+            if not isinstance(getattr(profile, part), np.ndarray):
+                raise InputError(
+                    f"profile.{part}",
+                    type(getattr(profile, part)).__name__,
+                    "expected a numpy array",
+                )
         if profile.rank.shape != (len(profile.classes), n):
             raise InputError(
                 "profile", profile.rank.shape, f"expected {len(profile.classes)} classes x {n} GPUs"
@@ -324,6 +340,8 @@ class Simulator:
         self.solver_name = solver if isinstance(solver, str) else getattr(solver, "name", "solver")
         self.solver: Solver = get_solver(solver) if isinstance(solver, str) else solver
         self.policy = get_policy(policy)
+        if not isinstance(getattr(self.policy, "name", None), str):
+            raise InputError("policy", type(self.policy).__name__, "a policy needs a name")
         sticky = getattr(self.solver, "sticky", None)
         # A solver without the attribute is taken to give the same decision for the same input
         # (see HeuristicSolver.repeatable).
@@ -338,6 +356,7 @@ class Simulator:
             topology, profile.classes, profile.charge, self.penalty, ()
         )
         self._base_instance = Instance(topology, profile.classes, profile.rank, self.penalty, ())
+        trace = tuple(trace)  # a generator would be used up by the check
         check_trace(trace)
         self.trace = tuple(sorted(trace, key=lambda j: j.submit_time))  # stable
         for i, j in enumerate(self.trace):
@@ -451,6 +470,11 @@ class Simulator:
         result = self.solver.solve(
             instance, time_limit=self.config.time_limit, seed=self.config.seed + self.round
         )
+        if not isinstance(result, PlacementResult):
+            raise PaloptError(
+                f"solver {self.solver_name} returned a {type(result).__name__}, "
+                "not a PlacementResult"
+            )
         if self.config.check:
             assert_feasible(instance, result)
         if self.config.backfill:
@@ -511,7 +535,12 @@ class Simulator:
         """Refuse GPU sets of the wrong size, out of range, or shared, naming the first job."""
         n = self.topology.n_gpus
         sizes = np.fromiter(map(len, news), np.int64, len(news))
-        flat = np.array([g for new in news for g in new], dtype=np.int64)
+        flat = np.array([g for new in news for g in new])
+        if flat.size and flat.dtype.kind not in "iu":
+            raise PaloptError(
+                f"solver {self.solver_name} gave GPUs that are not integer indices: {flat[:4]}"
+            )
+        flat = flat.astype(np.int64)
         if not (
             ((sizes != 0) & (sizes != self.jobs.num_gpus[placed])).any()
             or (flat.size and (flat.min() < 0 or flat.max() >= n))
@@ -526,10 +555,11 @@ class Simulator:
                 or gpus.min() < 0
                 or gpus.max() >= n
                 or owner[gpus].any()
+                or len(np.unique(gpus)) != len(gpus)
             ):
                 raise PaloptError(
                     f"solver {self.solver_name} gave job {self.jobs.jobs[j].id} GPUs "
-                    f"{new}: wrong count, out of range or shared with another job"
+                    f"{new}: wrong count, out of range, repeated or shared with another job"
                 )
             owner[gpus] = True
 
@@ -592,11 +622,22 @@ class Simulator:
         -------
         RoundRecord
             The state after this round's placement.
+
+        Raises
+        ------
+        PaloptError
+            After the simulation has finished, for a policy's order that does not hold each
+            queued job once, or for a solver's answer that is not a valid placement.
+        SimulationStalled
+            When no job has gained an iteration for too long (``SimConfig.max_idle_rounds``).
         """
+        if self.finished:
+            raise PaloptError("the simulation has finished (every tracked job completed)")
         cfg, jt, R = self.config, self.jobs, self.config.round_s
         completed = self._account_progress()
         arrived = self._admit()
-        order = self.policy.order(np.asarray(self.active, dtype=np.int64), jt)
+        active = np.asarray(self.active, dtype=np.int64)
+        order = self._checked_order(self.policy.order(active, jt), active)
         key = tuple(order.tolist())
         solved, solve_time = False, 0.0
         started = preempted = migrated = 0
@@ -631,16 +672,23 @@ class Simulator:
             solve_time,
         )
         self.rounds.append(record)
-        to_come = self._next_arrival < len(jt) or cfg.extra_jobs
+        # Extra jobs arrive for ever, so only the trace's own arrivals count as to come: with
+        # nothing running, every GPU is free, and a solver that places no waiting job on them is
+        # stuck whatever arrives.
+        to_come = self._next_arrival < len(self.trace)
         if self.active and not self._progressed and (running or not to_come):
             self._idle_rounds += 1
             if self._idle_rounds > cfg.max_idle_rounds + math.ceil(cfg.restart_cost_s / R):
-                cause = (
-                    f"every running job is paying its {cfg.restart_cost_s:g} s restart cost: "
-                    "the policy preempts each job before its restart cost is paid"
-                    if running
-                    else "the waiting jobs cannot be placed"
-                )
+                if running:
+                    cause = (
+                        f"every running job is paying its {cfg.restart_cost_s:g} s restart "
+                        "cost: the policy preempts each job before its restart cost is paid"
+                    )
+                else:  # all waiting (self.active holds them in admission order)
+                    cause = (
+                        f"the solver places none of the waiting jobs (first: "
+                        f"{jt.jobs[self.active[0]].id!r}) on the idle cluster"
+                    )
                 raise SimulationStalled(
                     f"no job has gained an iteration for {self._idle_rounds} rounds at "
                     f"t={self.time:g}s ({running} running, {waiting} waiting, solver "
@@ -652,6 +700,20 @@ class Simulator:
         if not self.active and not self.finished:
             self._skip_to_next_arrival()
         return record
+
+    def _checked_order(self, order: object, active: np.ndarray) -> np.ndarray:
+        """The policy's order as an index array, refused unless it holds each active job once."""
+        arr = np.asarray(order)
+        if (
+            arr.ndim != 1
+            or (arr.size and arr.dtype.kind not in "iu")
+            or not np.array_equal(np.sort(arr), np.sort(active))
+        ):
+            raise PaloptError(
+                f"policy {self.policy.name} ordered {arr.tolist()[:8]}: an order must hold "
+                f"each of the queue's job indices once ({len(active)} of them)"
+            )
+        return arr.astype(np.int64)
 
     def _fast_forward(self) -> None:
         """Skip rounds in which provably nothing happens but progress.
@@ -742,9 +804,9 @@ class Simulator:
         return self.result()
 
     def result(self) -> SimResult:
-        """The simulation so far as a :class:`SimResult`."""
+        """The simulation so far as a :class:`SimResult` (a copy: later steps leave it as it is)."""
         return SimResult(
-            self.jobs,
+            copy.deepcopy(self.jobs),
             tuple(self.rounds),
             self.topology.n_gpus,
             self.solver_name,

@@ -114,8 +114,9 @@ def job_table(res: SimResult) -> pd.DataFrame:
         In admission order, with columns ``job_id``, ``model``, ``class``, ``num_gpus``,
         ``tracked``, ``submit_s``, ``first_start_s``, ``finish_s``, ``jct_s``,
         ``queueing_delay_s`` (submit to first start), ``iterations``, ``iterations_done``,
-        ``attained_s`` (seconds run), ``preemptions`` and ``migrations``. Times are in seconds
-        from the start of the simulation; NaN where not known yet.
+        ``attained_s`` (seconds held: whole rounds, restart cost included), ``preemptions``
+        and ``migrations``. Times are in seconds from the start of the simulation; NaN where
+        not known yet.
 
     Examples
     --------

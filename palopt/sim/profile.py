@@ -14,7 +14,7 @@ import numpy as np
 
 from palopt import variability
 from palopt.binning import METHODS
-from palopt.errors import InputError, check_seed
+from palopt.errors import InputError, check_count, check_seed, is_number
 from palopt.instance import require_factors
 from palopt.io import read_csv
 from palopt.topology import Topology
@@ -185,7 +185,9 @@ def correlated_profile(
     Raises
     ------
     InputError
-        For ``rho`` outside -1 to 1, a negative ``sigma``, or a negative or non-integer seed.
+        For ``n_gpus`` not a positive integer, ``classes`` not a sequence of names, ``rho``
+        outside -1 to 1, a ``sigma`` outside 0 to 1 (or of another length than ``classes``),
+        or a negative or non-integer seed.
 
     Examples
     --------
@@ -193,11 +195,17 @@ def correlated_profile(
     >>> bool(np.allclose(np.argsort(p.rank[0]), np.argsort(p.rank[1])))
     True
     """
-    if not -1.0 <= rho <= 1.0:
+    n_gpus = check_count(n_gpus, "n_gpus")
+    if isinstance(classes, str) or not classes or not all(isinstance(c, str) for c in classes):
+        raise InputError("classes", classes, "expected a sequence of class names")
+    if not is_number(rho) or not -1.0 <= rho <= 1.0:
         raise InputError("rho", rho, "must be in [-1, 1]")
-    sig = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (len(classes),))
-    if (sig < 0).any():
-        raise InputError("sigma", sigma, "must be non-negative")
+    try:
+        sig = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (len(classes),))
+    except (TypeError, ValueError):
+        raise InputError("sigma", sigma, f"expected a number or {len(classes)} numbers") from None
+    if not ((sig >= 0) & (sig <= 1)).all():  # a spread of e^1 is far beyond any GPU's
+        raise InputError("sigma", sigma, "must be from 0 to 1")
     rng = np.random.default_rng(check_seed(seed))
     z = rng.standard_normal(n_gpus)
     e = rng.standard_normal((len(classes), n_gpus))

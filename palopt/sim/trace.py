@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from palopt.errors import InputError, check_count, check_seed, is_number
+from palopt.errors import InputError, check_count, check_flag, check_seed, is_number
 from palopt.io import read_csv
 from palopt.workloads import Workloads, load_workloads
 
@@ -149,8 +149,11 @@ def check_trace(trace: Sequence[TraceJob]) -> None:
         where = f"trace[{i}]"
         if not isinstance(job, TraceJob):
             raise InputError(where, job, "must be a TraceJob")
-        if not isinstance(job.id, str) or not job.id.strip():  # pandas reads an empty cell as NaN
+        if job.id != job.id or (isinstance(job.id, str) and not job.id.strip()):
+            # (pandas reads an empty cell as NaN)
             raise InputError(f"{where}.job_id", job.id, "empty job id")
+        if not isinstance(job.id, str):
+            raise InputError(f"{where}.job_id", job.id, "must be a string")
         if job.id in seen:
             raise InputError(f"{where}.job_id", job.id, "duplicate job id")
         seen.add(job.id)
@@ -166,6 +169,7 @@ def check_trace(trace: Sequence[TraceJob]) -> None:
             )
         if not isinstance(job.job_class, str):
             raise InputError(f"{where}.job_class", job.job_class, "expected a class name")
+        check_flag(job.tracked, f"{where}.tracked")
 
 
 def extra_jobs(
