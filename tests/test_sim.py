@@ -709,9 +709,8 @@ def test_simulator_arguments_and_lifecycle():
             Simulator(topo, flat(4), trace, "pal", nameless)
     finally:
         _Order.name = "custom"
-    as_lists = ClusterProfile(("A",), [[1.0] * 4], [[1.0] * 4])
-    with pytest.raises(InputError, match="profile.rank = 'list'"):
-        Simulator(topo, as_lists, trace)
+    with pytest.raises(InputError, match="profile.rank = 'list'"):  # was AttributeError later
+        ClusterProfile(("A",), [[1.0] * 4], [[1.0] * 4])
     for bad, field in (
         (replace(trace[0], id=5), "must be a string"),
         (replace(trace[0], tracked="no"), "tracked"),

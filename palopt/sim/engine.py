@@ -326,13 +326,6 @@ class Simulator:
         self.topology = topology
         self.profile = profile
         n = topology.n_gpus
-        for part in ("rank", "charge"):
-            if not isinstance(getattr(profile, part), np.ndarray):
-                raise InputError(
-                    f"profile.{part}",
-                    type(getattr(profile, part)).__name__,
-                    "expected a numpy array",
-                )
         if profile.rank.shape != (len(profile.classes), n):
             raise InputError(
                 "profile", profile.rank.shape, f"expected {len(profile.classes)} classes x {n} GPUs"

@@ -33,11 +33,26 @@ class ClusterProfile:
         ``rank[c, g]``: the slowdown placement ranks by (the instance's ``slowdown``).
     charge : numpy.ndarray
         ``charge[c, g]``: the slowdown the simulator charges (compat mode: the raw value).
+
+    Raises
+    ------
+    InputError
+        If ``rank`` or ``charge`` is not a 2-D numpy array.
     """
 
     classes: tuple[str, ...]
     rank: np.ndarray
     charge: np.ndarray
+
+    def __post_init__(self) -> None:
+        for part in ("rank", "charge"):
+            value = getattr(self, part)
+            if not isinstance(value, np.ndarray) or value.ndim != 2:
+                raise InputError(
+                    f"profile.{part}",
+                    type(value).__name__,
+                    "expected a 2-D numpy array (classes x GPUs)",
+                )
 
     def fixed(self) -> ClusterProfile:
         """The profile whose charged slowdown is the ranked one (the "fixed" model)."""
