@@ -64,7 +64,7 @@ def job_cost(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray) -> 
     --------
     >>> import numpy as np
     >>> from palopt.topology import build_cluster
-    >>> from palopt.instance import Instance, Job, require_instance
+    >>> from palopt.instance import Instance, Job
     >>> topo = build_cluster(1, 2, 2)
     >>> inst = Instance(topo, ("A",), np.array([[1.0, 1.2, 0.9, 1.0]]),
     ...                 np.array([[1.0, 1.5, 1.5]]), (Job("j", 2, "A"),))
@@ -106,7 +106,7 @@ def set_costs(
     --------
     >>> import numpy as np
     >>> from palopt.topology import build_cluster
-    >>> from palopt.instance import Instance, Job, require_instance
+    >>> from palopt.instance import Instance, Job
     >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.2, 0.9, 1.0]]),
     ...                 np.array([[1.0, 1.5, 1.5]]), (Job("j", 2, "A"),))
     >>> set_costs(inst, np.array([0, 0]), np.array([0, 1, 1, 2]), np.array([0, 2]))[0]
