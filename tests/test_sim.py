@@ -711,6 +711,17 @@ def test_simulator_arguments_and_lifecycle():
         _Order.name = "custom"
     with pytest.raises(InputError, match="profile.rank = 'list'"):  # was AttributeError later
         ClusterProfile(("A",), [[1.0] * 4], [[1.0] * 4])
+    ones = np.ones((1, 4))
+    for charge, message in (  # the charged array was named "slowdown", or its shape not checked
+        (np.array([[1.0, -1.0, 1.0, 1.0]]), r"profile.charge\[A\]\[1\] = -1.0"),
+        (np.array([[1.0, np.nan, 1.0, 1.0]]), r"profile.charge\[A\]\[1\] = nan"),
+        (np.ones((1, 3)), r"profile.charge = \(1, 3\): expected the shape of rank"),
+        (np.ones((2, 4)), r"profile.charge = \(2, 4\): expected one row per class \(1\)"),
+    ):
+        with pytest.raises(InputError, match=message):
+            ClusterProfile(("A",), ones, charge)
+    with pytest.raises(InputError, match=r"profile.rank\[A\]\[0\] = 0.0"):
+        ClusterProfile(("A",), np.zeros((1, 4)), ones)
     for bad, field in (
         (replace(trace[0], id=5), "must be a string"),
         (replace(trace[0], tracked="no"), "tracked"),

@@ -37,7 +37,8 @@ class ClusterProfile:
     Raises
     ------
     InputError
-        If ``rank`` or ``charge`` is not a 2-D numpy array.
+        If ``rank`` or ``charge`` is not a 2-D numpy array of one row per class, if their shapes
+        differ, or for an entry that is not a finite number from ``1e-12`` to ``1e12``.
     """
 
     classes: tuple[str, ...]
@@ -45,14 +46,14 @@ class ClusterProfile:
     charge: np.ndarray
 
     def __post_init__(self) -> None:
-        for part in ("rank", "charge"):
-            value = getattr(self, part)
-            if not isinstance(value, np.ndarray) or value.ndim != 2:
-                raise InputError(
-                    f"profile.{part}",
-                    type(value).__name__,
-                    "expected a 2-D numpy array (classes x GPUs)",
-                )
+        _check_array("profile.rank", self.rank, self.classes)
+        _check_array("profile.charge", self.charge, self.classes)
+        if self.charge.shape != self.rank.shape:
+            raise InputError(
+                "profile.charge",
+                self.charge.shape,
+                f"expected the shape of rank, {self.rank.shape}",
+            )
 
     def fixed(self) -> ClusterProfile:
         """The profile whose charged slowdown is the ranked one (the "fixed" model)."""
@@ -73,6 +74,16 @@ class ClusterProfile:
         servers = rng.integers(0, n // gpus_per_server, n_gpus // gpus_per_server)
         idx = (servers[:, None] * gpus_per_server + np.arange(gpus_per_server)).ravel()
         return ClusterProfile(self.classes, self.rank[:, idx], self.charge[:, idx])
+
+
+def _check_array(field: str, value: object, classes: tuple[str, ...]) -> None:
+    """Raise :class:`InputError` naming ``field`` unless ``value`` is a 2-D numpy array of one
+    row per class of valid slowdowns."""
+    if not isinstance(value, np.ndarray) or value.ndim != 2:
+        raise InputError(field, type(value).__name__, "expected a 2-D numpy array (classes x GPUs)")
+    if len(value) != len(classes):
+        raise InputError(field, value.shape, f"expected one row per class ({len(classes)})")
+    require_factors(value, lambda c, g: f"{field}[{classes[c]}][{g}]")
 
 
 def load_profile(
