@@ -370,6 +370,18 @@ def test_costs_too_far_apart_for_the_integer_model_are_an_input_error() -> None:
     r = solve(inst, "cpsat", scale=MIN_SCALE)
     assert_feasible(inst, r)
     assert r.status == Status.OPTIMAL
+    # slowdowns 1e24 apart in one class: the message named only weights and penalties
+    wide = Instance(
+        build_cluster(1, 1, 2),
+        ("A",),
+        np.array([[1e-12, 1e12]]),
+        np.ones((1, 3)),
+        (Job("a", 1, "A"), Job("b", 1, "A")),
+    )
+    with pytest.raises(InputError, match=r"weights, slowdowns or penalties closer together$"):
+        solve(wide, "cpsat", scale=MIN_SCALE)
+    with pytest.raises(InputError, match=r"or lower the scale \(to 1000 at least\)$"):
+        solve(wide, "cpsat")
 
 
 def test_scaling_keeps_the_optimal_placement_on_close_costs() -> None:
@@ -504,6 +516,42 @@ def test_no_solution_returns_the_greedy_placement(cls: type[CpSatSolver]) -> Non
     assert_feasible(inst, greedy)
     assert r.assignment() == greedy.assignment()
     assert r.bound <= r.objective
+
+
+class _UnprovenOptimum(CpSatSolver):
+    def run(self, sp, start, time_limit, seed):  # type: ignore[no-untyped-def]
+        return replace(super().run(sp, start, time_limit, seed), status=Status.FEASIBLE)
+
+
+def test_a_bound_that_meets_the_placement_proves_it() -> None:
+    # A back end that stops short of a proof (CBC once called a model "infeasible" under the
+    # incumbent's cost) but whose bound, or the cheap bound, meets the placement: optimal. The
+    # compact formulation checked neither and returned "no solution" or "feasible".
+    inst = _three_pairs_two_racks()
+    rnd = make_round(inst)
+    optimum = brute_force(inst)
+    assert lower_bound(rnd) < optimum  # the cheap bound alone does not prove it
+    r = _UnprovenOptimum(formulation="compact").solve(inst)
+    assert_feasible(inst, r)
+    assert r.status == Status.OPTIMAL and r.settings["proof"] == "lower bound"
+    assert r.objective == pytest.approx(optimum) and "fallback" not in r.settings
+    # 1-GPU jobs with weights 1e9 apart: the cheap bound (an exact assignment) proves the greedy
+    # placement before any model is built; CBC had answered "no solution" here
+    busy = np.zeros(8, dtype=bool)
+    busy[[0, 2, 4]] = True
+    spread = Instance(
+        build_cluster(2, 1, 4, nvlink_island=2),
+        ("A",),
+        np.full((1, 8), 0.5),
+        np.ones((1, 4)),
+        (Job("a", 1, "A", weight=187718.8), Job("b", 1, "A", weight=7.532e-05)),
+        busy,
+    )
+    for backend in ("cbc", "highs"):
+        r = solve(spread, "milp", backend=backend, formulation="compact", time_limit=1.0)
+        assert_feasible(spread, r)
+        assert r.status == Status.OPTIMAL and r.objective == pytest.approx(brute_force(spread))
+        assert r.settings["proof"] == "lower bound" and "n_vars" not in r.settings
 
 
 def test_no_time_left_after_building_means_no_back_end(monkeypatch) -> None:

@@ -24,16 +24,16 @@
    :data:`BACKEND_SECONDS_PER_NONZERO`).
 5. The back end's answer is checked (every row satisfied, the placement feasible). The status is
    ``optimal`` only when proven (the back end proved the exact model, or the placement's cost
-   meets the configuration-LP bound), within the relative tolerance ``gap`` (default
-   ``1e-6``) and the scaling resolution (``2 / scale`` relative, on costs brought to 1/2 or
-   more by :func:`normalised`), and a back end's proof outside them is not taken;
-   ``feasible`` carries the best
-   valid bound found (the back end's, the column generation's, the subgradient's or the cheap
-   bound of :mod:`palopt.solvers.bounds`); ``no solution`` returns the greedy placement, as the
-   settings say. A round always has placements (every selected set of jobs fits), so a back
-   end's ``infeasible`` means that the model, held under the best cost so far, has nothing
-   cheaper: the best placement so far is returned, ``feasible`` (``no solution`` if it is the
-   greedy's).
+   meets a lower bound: the configuration LP's, the back end's or the cheap one; then
+   ``settings["proof"]`` names it), within the relative tolerance ``gap`` (default ``1e-6``)
+   and the scaling resolution (``2 / scale`` relative, on costs brought to 1/2 or more by
+   :func:`normalised`), and a back end's proof outside them is not taken; ``feasible`` carries
+   the best valid bound found (the back end's, the column generation's, the subgradient's or
+   the cheap bound of :mod:`palopt.solvers.bounds`); ``no solution`` returns the greedy
+   placement, as the settings say. A round always has placements (every selected set of jobs
+   fits), so a back end's ``infeasible`` means that the model, held under the best cost so
+   far, has nothing cheaper: the best placement so far is returned, ``feasible`` (``no
+   solution`` if it is the greedy's).
 """
 
 from __future__ import annotations
@@ -144,7 +144,8 @@ def normalised(rnd: Round, scale: float, upper_bound: float) -> tuple[Round, flo
             "costs",
             f"{2 ** low.min():.3g} per job to {upper_bound:.3g} per round",
             f"span too wide a range for the exact solvers' integer model at scale {scale:g}: "
-            "bring the weights (or penalties) closer together, or lower the scale",
+            "bring the weights, slowdowns or penalties closer together"
+            + (f", or lower the scale (to {MIN_SCALE:g} at least)" if scale > MIN_SCALE else ""),
         )
     if k == 0:
         return rnd, 1.0
@@ -555,13 +556,13 @@ class ExactSolver:
                     if cost < ub:
                         best, ub = chosen, cost
                         source = f"{label}+{source}"
-            settings["best_from"] = source
-            if ub - bound <= self.gap * abs(ub):
-                settings["proof"] = "configuration-LP bound"
-                return finish(best, Status.OPTIMAL, bound)
-            if not cg.converged or budget.left() < 0.1 * limit:
-                # Without a converged bound the compact model is too large to help in time.
-                return finish(best, Status.FEASIBLE, bound)
+        settings["best_from"] = source
+        if ub - bound <= self.gap * abs(ub):
+            settings["proof"] = "lower bound" if cg is None else "configuration-LP bound"
+            return finish(best, Status.OPTIMAL, bound)
+        if cg is not None and (not cg.converged or budget.left() < 0.1 * limit):
+            # Without a converged bound the compact model is too large to help in time.
+            return finish(best, Status.FEASIBLE, bound)
         fixing = cg if cg is not None and cg.converged else None
         model = build_model(rnd, self.scale, ub, fixing)
         start = model.start(best, rnd) if self.warm_start else None
@@ -594,13 +595,18 @@ class ExactSolver:
             status = Status.NO_SOLUTION
         if decoded is not None and round_cost(weighted, decoded) <= ub:
             best, source = decoded, "model"
+        if answer.bound is not None and decoded is not None:
+            bound = max(bound, answer.bound / self.scale)
+        settings["best_from"] = source
+        if status != Status.OPTIMAL and round_cost(weighted, best) - bound <= self.gap * ub:
+            # The bound proves the placement the back end could not better (CBC has called
+            # models with weights 1e9 apart infeasible under the incumbent's cost).
+            status = Status.OPTIMAL
+            settings["proof"] = "lower bound"
         # A proof covers the incumbent too when it is cheaper than the model's optimum (the
         # model sees costs rounded down, to within (jobs / scale) of the true costs).
         if status == Status.NO_SOLUTION and source != "greedy":
             status = Status.FEASIBLE
         if status == Status.NO_SOLUTION:
             settings["fallback"] = f"greedy placement returned: {why}"
-        if answer.bound is not None and decoded is not None:
-            bound = max(bound, answer.bound / self.scale)
-        settings["best_from"] = source
         return finish(best, status, bound)
