@@ -380,7 +380,8 @@ def read_text(path: str | Path) -> str:
 def write_text(path: str | Path, text: str) -> None:
     """Write ``text`` to ``path`` as UTF-8, whole or not at all: into a new file beside it, which
     then replaces ``path``. A write that fails (a full disk, say) leaves an existing file as it
-    was; writing in place would leave it cut off.
+    was; writing in place would leave it cut off. A symbolic link's target is written (the link
+    stays), and a device or a named pipe (``/dev/stdout``, say) is written into, not replaced.
 
     Parameters
     ----------
@@ -402,7 +403,11 @@ def write_text(path: str | Path, text: str) -> None:
     ...     sorted(p.name for p in Path(folder).iterdir()), read_text(f"{folder}/a.json")
     (['a.json'], '{}')
     """
-    path = Path(path)
+    path = Path(os.path.realpath(path))
+    if path.exists() and not path.is_file() and not path.is_dir():
+        with open(path, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        return
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     # Created as open() creates files (mode 0o666 less the umask), keeping an existing file's.
     try:

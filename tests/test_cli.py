@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -165,6 +167,28 @@ def test_a_file_that_cannot_be_written_is_named_not_its_hidden_copy(tmp_path):
     with pytest.raises(OSError) as caught:
         write_text(tmp_path / "none" / "r.json", "{}")  # no such folder
     assert caught.value.filename == str(tmp_path / "none" / "r.json")  # was ".r.json.<pid>...tmp"
+
+
+def test_out_writes_through_links_and_into_devices_and_pipes(instance_file, tmp_path):
+    # --out used to replace whatever was at the path: a symbolic link became a file (its target
+    # unchanged), a named pipe's reader got nothing, /dev/null could not be written as a user
+    # (a hidden file beside it) and as root became a regular file.
+    target = tmp_path / "target.json"
+    target.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(target)
+    assert main(["solve", str(instance_file), "--out", str(link)]) == 0
+    assert link.is_symlink() and json.loads(target.read_text())["solver"] == "pal"
+    assert main(["solve", str(instance_file), "--out", os.devnull]) == 0
+    assert Path(os.devnull).is_char_device()
+    pipe = tmp_path / "pipe.json"
+    os.mkfifo(pipe)
+    read: list[str] = []
+    reader = threading.Thread(target=lambda: read.append(pipe.read_text()))
+    reader.start()
+    assert main(["solve", str(instance_file), "--out", str(pipe)]) == 0
+    reader.join(timeout=30)
+    assert pipe.is_fifo() and json.loads(read[0])["solver"] == "pal"
 
 
 def test_table_of_a_huge_objective_stays_short(tmp_path, capsys):

@@ -372,6 +372,8 @@ TRACE = "job_id,num_gpus,submit_time,duration,model\n"
         ("0,2,0,100,vgg19\n1,,10,200,BERT\n", r"trace\[1\].num_gpus = nan"),
         ("0,true,0,100,vgg19\n", r"trace\[0\].num_gpus = True"),
         ("0,1,1e20,100,vgg19\n", r"trace\[0\].submit_time = 1e\+20: must be a number from 0"),
+        # a run of 1e308 iterations: the simulation never ended
+        ("0,1,0,1e308,vgg19\n", r"trace\[0\].duration = 1e\+308: runs .* at most 1e\+12"),
         ("0,1,0,100,vgg19\n0,1,5,100,vgg19\n", r"trace\[1\].job_id = '0': duplicate job id"),
         (",1,0,100,vgg19\n", r"trace\[0\].job_id = nan: empty job id"),
         ("0,1,0,100,vgg19,extra\n", "not a readable CSV file"),

@@ -427,6 +427,11 @@ def test_bad_inputs():
         ("max_idle_rounds", {"max_idle_rounds": 0}),
         ("max_time", {"max_time_s": 0}),
         ("max_time", {"max_time_s": float("inf")}),
+        # a round of 1e-9 s never ended a simulation, one of 1e308 s gave infinite JCTs
+        ("round", {"round_s": 1e-9}),
+        ("round", {"round_s": 1e308}),
+        ("restart_cost", {"restart_cost_s": 1e308}),
+        ("max_time", {"max_time_s": 1e308}),
     ):
         with pytest.raises(InputError, match=f"^{field} = "):
             SimConfig(**kwargs)  # type: ignore[arg-type]

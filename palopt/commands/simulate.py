@@ -161,7 +161,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=float,
         default=360.0,
         metavar="S",
-        help="round length (s; default %(default)g)",
+        help="round length (s, 0.001 to 1e12; default %(default)g)",
     )
     p.add_argument(
         "--seed",

@@ -47,7 +47,7 @@ from palopt.instance import Instance, Job, penalty_matrix
 from palopt.result import PlacementResult
 from palopt.sim.policies import SchedulingPolicy, get_policy
 from palopt.sim.profile import ClusterProfile
-from palopt.sim.trace import TraceJob, check_trace, extra_jobs
+from palopt.sim.trace import MAX_TIME_S, TraceJob, check_trace, extra_jobs
 from palopt.solvers import get_solver
 from palopt.solvers.base import Solver
 from palopt.topology import Topology
@@ -64,6 +64,10 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+#: The shortest round, in seconds: a round of a nanosecond made a one-hour job take 3.6e12
+#: rounds (the simulation never ended).
+MIN_ROUND_S = 1e-3
+
 WAITING, RUNNING, DONE = 1, 2, 3
 
 
@@ -79,7 +83,8 @@ class SimConfig:
     Parameters
     ----------
     round_s : float
-        Round length in seconds.
+        Round length in seconds, from :data:`MIN_ROUND_S` to
+        :data:`palopt.sim.trace.MAX_TIME_S`.
     penalties : float or mapping
         Locality penalties (see :func:`palopt.instance.penalty_matrix`): a number ``P`` is the
         artifact's model (1.0 within a server, ``P`` beyond); a mapping gives per-tier and
@@ -139,10 +144,10 @@ class SimConfig:
     max_time_s: float | None = None
 
     def __post_init__(self) -> None:
-        check_number(self.round_s, "round")
+        check_number(self.round_s, "round", low=MIN_ROUND_S, inclusive=True, high=MAX_TIME_S)
         if self.completion not in ("round", "exact"):
             raise InputError("completion", self.completion, "must be 'round' or 'exact'")
-        check_number(self.restart_cost_s, "restart_cost", inclusive=True)
+        check_number(self.restart_cost_s, "restart_cost", inclusive=True, high=MAX_TIME_S)
         check_number(self.extra_rate, "extra_rate")
         for flag in ("backfill", "extra_jobs", "shortcuts", "check"):
             check_flag(getattr(self, flag), flag)
@@ -153,7 +158,7 @@ class SimConfig:
         if self.time_limit is not None:
             check_time_limit(self.time_limit)
         if self.max_time_s is not None:
-            check_number(self.max_time_s, "max_time")
+            check_number(self.max_time_s, "max_time", high=MAX_TIME_S)
 
 
 class JobTable:

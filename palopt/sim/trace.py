@@ -28,9 +28,10 @@ __all__ = [
     "SYNERGY_GPU_COUNTS",
 ]
 
-#: The latest submit time, in seconds (about 31,700 years): the simulator's clock is a float,
-#: and beyond about 1e15 s its rounds lose whole seconds.
-MAX_SUBMIT_TIME = 1e12
+#: The longest time, in seconds (about 31,700 years), the simulator's clock takes: a submit
+#: time, a job's run on median GPUs, a round. The clock is a float, and beyond about 1e15 s its
+#: rounds lose whole seconds.
+MAX_TIME_S = 1e12
 
 REQUIRED_COLUMNS = ("job_id", "num_gpus", "submit_time", "duration", "model")
 
@@ -90,8 +91,8 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
     ------
     InputError
         For a missing column, an unknown model, an empty or duplicate job id, a size that is not
-        a positive integer, a non-positive duration, or a submit time outside 0 to
-        :data:`MAX_SUBMIT_TIME`.
+        a positive integer, a non-positive duration or one that runs longer than
+        :data:`MAX_TIME_S`, or a submit time outside 0 to :data:`MAX_TIME_S`.
     OSError
         If the file cannot be read.
 
@@ -161,11 +162,17 @@ def check_trace(trace: Sequence[TraceJob]) -> None:
         for name, value in (("duration", job.iterations), ("base_iter_time", job.base_iter_time)):
             if not is_number(value) or not 0 < value < math.inf:
                 raise InputError(f"{where}.{name}", value, "must be a finite positive number")
-        if not is_number(job.submit_time) or not 0 <= job.submit_time <= MAX_SUBMIT_TIME:
+        if job.ideal_seconds > MAX_TIME_S:  # a run that long never ended (1e308 iterations)
+            raise InputError(
+                f"{where}.duration",
+                job.iterations,
+                f"runs {job.ideal_seconds:.3g} s on median GPUs; at most {MAX_TIME_S:g}",
+            )
+        if not is_number(job.submit_time) or not 0 <= job.submit_time <= MAX_TIME_S:
             raise InputError(
                 f"{where}.submit_time",
                 job.submit_time,
-                f"must be a number from 0 to {MAX_SUBMIT_TIME:g}",
+                f"must be a number from 0 to {MAX_TIME_S:g}",
             )
         if not isinstance(job.job_class, str):
             raise InputError(f"{where}.job_class", job.job_class, "expected a class name")
