@@ -387,7 +387,7 @@ def penalty_matrix(
     >>> penalty_matrix(build_cluster(2, 2, 4), ["A"], {"rack": 0.0}, "pen")
     Traceback (most recent call last):
     ...
-    palopt.errors.InputError: pen.A.rack = 0.0: must be a finite number from 1e-12 to 1e+12
+    palopt.errors.InputError: pen.rack = 0.0: must be a finite number from 1e-12 to 1e+12
     """
     tiers = topology.tiers
     if is_number(penalties):
@@ -406,31 +406,32 @@ def penalty_matrix(
     for c in per_class:
         if c != "default" and c not in classes:
             raise InputError(f"{field_name}.{c}", c, f"unknown class; known: {', '.join(classes)}")
-    rows = []
+    rows, keys = [], []  # keys: where each class's row comes from (its own entry or "default")
     for c in classes:
-        spec = per_class.get(c, per_class.get("default"))
+        key = c if c in per_class else "default"
+        spec = per_class.get(key)
         if spec is None:
             raise InputError(
                 f"{field_name}.{c}", None, "no penalties for this class and no default"
             )
+        where = f"{field_name}.{key}" if per_class is penalties else field_name
         if not isinstance(spec, Mapping):
-            raise InputError(f"{field_name}.{c}", spec, "expected a mapping tier -> penalty")
+            raise InputError(where, spec, "expected a mapping tier -> penalty")
         for t in spec:
             if t not in tiers:
-                raise InputError(
-                    f"{field_name}.{c}.{t}", t, f"unknown tier; tiers: {', '.join(tiers)}"
-                )
+                raise InputError(f"{where}.{t}", t, f"unknown tier; tiers: {', '.join(tiers)}")
         row, last = [], 1.0
         for t in tiers:
             if t in spec:
                 value = spec[t]
                 if not is_number(value):
-                    raise InputError(f"{field_name}.{c}.{t}", value, "must be a number")
+                    raise InputError(f"{where}.{t}", value, "must be a number")
                 if not is_finite_number(value):
-                    raise InputError(f"{field_name}.{c}.{t}", value, FACTOR_RANGE)
+                    raise InputError(f"{where}.{t}", value, FACTOR_RANGE)
                 last = float(value)
             row.append(last)
         rows.append(row)
+        keys.append(where)
     matrix = np.array(rows, dtype=np.float64)
-    require_factors(matrix, lambda r, k: f"{field_name}.{classes[r]}.{tiers[k]}")
+    require_factors(matrix, lambda r, k: f"{keys[r]}.{tiers[k]}")
     return matrix

@@ -268,6 +268,18 @@ class Topology:
                 if key(item) in seen:
                     raise InputError(f"{field_name}.{what}[{i}]", item, f"given twice in {what}")
                 seen.add(key(item))
+        ids = {item["id"] for item in data["nodes"]}
+        for i, item in enumerate(data[edges_key]):
+            for end in ("source", "target"):  # networkx would add the node, with no kind
+                if item[end] not in ids:
+                    raise InputError(
+                        f"{field_name}.{edges_key}[{i}].{end}", item[end], "no node has this id"
+                    )
+        for flag in ("directed", "multigraph"):  # networkx reads any true value as yes
+            if data.get(flag, False) is not False:
+                raise InputError(
+                    f"{field_name}.{flag}", data[flag], "must be false (a cluster is one graph)"
+                )
         if not isinstance(data.get("graph", {}), dict):
             raise InputError(f"{field_name}.graph", data["graph"], "expected an object")
         try:

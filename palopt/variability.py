@@ -307,7 +307,9 @@ class VariabilityProfile:
                     f"{where}.values.{c}", row, f"expected a list of {len(gpus)} numbers or nulls"
                 )
             for g, v in zip(gpus, row, strict=True):
-                if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+                if v is not None and (
+                    isinstance(v, bool) or not isinstance(v, (int, float)) or v != v
+                ):  # a NaN literal read as a missing value; null says that
                     raise InputError(f"{where}.values.{c}.{g}", v, "must be a number or null")
             rows.append([math.nan if v is None else float(v) for v in row])
         origin = _strings(data, "origin", where) if "origin" in data else []

@@ -229,8 +229,14 @@ def test_numbers_of_any_kind_build_clusters_and_penalties():
             build_cluster(**{"racks": 2, "servers_per_rack": 2, "gpus_per_server": 4, **bad})
     pen = palopt.penalty_matrix(TOPO, ["A"], np.int64(2))
     assert pen.tolist() == [[1.0, 2.0, 2.0]]
-    with pytest.raises(InputError, match="penalties.A.rack = '1.7': must be a number"):
+    with pytest.raises(InputError, match="penalties.rack = '1.7': must be a number"):
         palopt.penalty_matrix(TOPO, ["A"], {"rack": "1.7"})
+    for default, message in (  # a bad default was blamed on the first class that used it
+        ("abc", "penalties.default = 'abc': expected a mapping"),
+        ({"rack": 0.0}, "penalties.default.rack = 0.0: must be a finite number"),
+    ):
+        with pytest.raises(InputError, match=message):
+            palopt.penalty_matrix(TOPO, ["A", "B"], {"A": {"rack": 1.7}, "default": default})
 
 
 def test_loaders_name_a_path_that_is_not_one():
@@ -282,7 +288,7 @@ def test_a_huge_python_int_weight_is_checked_as_its_float():
     "build, field",
     [
         (lambda: palopt.penalty_matrix(TOPO, ("A",), 10**400), "penalties = "),
-        (lambda: palopt.penalty_matrix(TOPO, ("A",), {"rack": 10**400}), "penalties.A.rack"),
+        (lambda: palopt.penalty_matrix(TOPO, ("A",), {"rack": 10**400}), "penalties.rack"),
     ],
 )
 def test_integers_beyond_any_float_are_named(build, field):

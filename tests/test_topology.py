@@ -180,7 +180,13 @@ def test_invalid_graphs_name_the_problem(mutate, field):
         (lambda d: d["nodes"][0].__setitem__("id", None), "topology.nodes[0].id"),
         (lambda d: d["edges"][0].__setitem__("target", ["rack0"]), "topology.edges[0].target"),
         (lambda d: d.__setitem__("graph", []), "topology.graph"),
-        (lambda d: d.update(multigraph=True) or d["edges"][0].update(key=[]), "topology"),
+        (
+            lambda d: d.update(multigraph=True) or d["edges"][0].update(key=[]),
+            "topology.multigraph",
+        ),
+        # networkx made a graph of these (a directed one; a node without a kind, named as such)
+        (lambda d: d.update(directed="abc"), "topology.directed"),
+        (lambda d: d["edges"][5].update(target="gpuX"), "topology.edges[5].target"),
     ],
 )
 def test_malformed_node_link_data_names_the_field(edit, field):

@@ -367,3 +367,16 @@ def test_profile_file_with_an_unknown_field_is_rejected(
     data = {**longhorn.to_dict(), "orgin": list(longhorn.gpus)}
     with pytest.raises(InputError, match=r"profile\.orgin = .*unknown field"):
         VariabilityProfile.from_dict(data)
+
+
+def test_profile_file_nan_is_not_a_missing_value(tmp_path: Path) -> None:
+    # A NaN literal was read as "not measured" (Infinity was refused); null says that.
+    path = tmp_path / "p.json"
+    path.write_text(
+        '{"format": "palopt.profile/1", "classes": ["A"], "gpus": ["g0", "g1"],'
+        ' "values": {"A": [1.0, NaN]}}'
+    )
+    with pytest.raises(InputError, match=r"p\.json\.values\.A\.g1 = nan: must be a number or null"):
+        load_profile(path)
+    path.write_text(path.read_text().replace("NaN", "null"))
+    assert load_profile(path).complete().tolist() == [True, False]
