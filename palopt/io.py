@@ -518,7 +518,8 @@ def read_csv(path: str | Path, field_name: str | None = None, **options: Any) ->
     Raises
     ------
     InputError
-        For an empty file, or one that is not CSV (bad quoting, ragged rows, not UTF-8).
+        For an empty file, one that is not CSV (bad quoting, ragged rows, not UTF-8), or a
+        column given twice in the header.
     OSError
         If the file cannot be read.
 
@@ -545,7 +546,16 @@ def read_csv(path: str | Path, field_name: str | None = None, **options: Any) ->
     try:
         with warnings.catch_warnings():  # e.g. a row longer than the header: data would be lost
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            return pd.read_csv(path, **options)
+            frame = pd.read_csv(path, **options)
+            # pandas renames a column given twice ("a", "a.1"): the second would be ignored
+            header = pd.read_csv(
+                path,
+                header=None,
+                nrows=1,
+                dtype=str,
+                keep_default_na=False,
+                skipinitialspace=options.get("skipinitialspace", False),
+            ).iloc[0]
     except pd.errors.EmptyDataError:
         raise InputError(name, str(path), "the file is empty (no header line)") from None
     except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError) as exc:
@@ -553,6 +563,10 @@ def read_csv(path: str | Path, field_name: str | None = None, **options: Any) ->
         if problem.startswith("Length of header"):  # pandas' words for it
             problem = "a row has more fields than the header"
         raise InputError(name, str(path), f"not a readable CSV file: {problem}") from None
+    twice = header[header.duplicated()]
+    if len(twice):
+        raise InputError(name, str(path), f"column {twice.iloc[0]!r} given twice in the header")
+    return frame
 
 
 def load_instance(path: str | Path) -> Instance:

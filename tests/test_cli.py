@@ -146,6 +146,7 @@ def test_solve_backend_flag(instance_file, capsys):
     for args, message in (
         (["--solver", "milp:highs", "--backend", "cbc"], "backend = 'cbc': differs from"),
         (["--solver", "milp:gurobi"], "milp.backend = 'gurobi'"),
+        (["--solver", "milp:"], "milp.backend = '': must be one of cbc, highs"),  # was CBC
         (["--solver", "pal:highs"], "pal.backend = 'highs'"),
         (["--solver", "milp", "--backend", "cbc", "-o", "backend=highs"], "--backend = 'cbc'"),
         (["--solver", "milp", "--backend", "gurobi"], "milp.backend = 'gurobi'"),

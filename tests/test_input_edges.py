@@ -384,6 +384,13 @@ def test_trace_rows_are_blamed_where_they_are_wrong(tmp_path, rows, message):
         load_trace(_write(tmp_path, TRACE + rows, "t.csv"))
 
 
+def test_a_column_given_twice_is_refused(tmp_path):
+    # pandas renamed the second one ("duration.1") and it was ignored without a word
+    path = _write(tmp_path, TRACE.strip() + ",duration\n0,1,0,100,vgg19,200\n", "t.csv")
+    with pytest.raises(InputError, match="column 'duration' given twice in the header"):
+        load_trace(path)
+
+
 def test_trace_ids_are_the_text_written(tmp_path):
     jobs = load_trace(_write(tmp_path, TRACE + "1,1,0,100,vgg19\n1.0,2,5,100,vgg19\n", "t.csv"))
     assert [j.id for j in jobs] == ["1", "1.0"]

@@ -54,8 +54,8 @@ def test_sweep_on_ray_matches_local(tmp_path, artifact_dir, capsys):
     pytest.importorskip("ray")
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
-    local = grid_file(tmp_path / "a", artifact_dir, '"pal", "pmfirst"')
-    remote = grid_file(tmp_path / "b", artifact_dir, '"pal", "pmfirst"')
+    local = grid_file(tmp_path / "a", artifact_dir, '"pal", "packed-sticky"')
+    remote = grid_file(tmp_path / "b", artifact_dir, '"pal", "packed-sticky"')
     assert main(["sweep", str(local), "--no-progress", "--workers", "1"]) == 0
     assert main(["sweep", str(remote), "--no-progress", "--engine", "ray"]) == 0
     timing = ["data", "wall_time_s"]  # where the data lives and how long it took may differ
@@ -105,6 +105,14 @@ def test_a_misspelt_baseline_is_refused_before_any_run(tmp_path, artifact_dir, c
     grid.write_text(grid.read_text().replace('"packed-sticky"', '"packd-sticky"'))
     assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2  # was 0, no table
     assert "sweep.baseline = 'packd-sticky': unknown placement; known: " in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_baseline_outside_the_grid_is_refused_before_any_run(tmp_path, artifact_dir, capsys):
+    grid = grid_file(tmp_path, artifact_dir, '"pal", "pmfirst"')
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2  # was 0, no table
+    err = capsys.readouterr().err
+    assert "sweep.baseline = 'packed-sticky': not a placement of the grid (pal, pmfirst)" in err
     assert not (tmp_path / "out").exists()
 
 

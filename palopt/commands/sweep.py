@@ -12,6 +12,7 @@ from palopt.errors import InputError
 from palopt.io import write_text
 from palopt.sim.experiments import (
     BASELINES,
+    CELL_KEYS,
     format_tables,
     improvement_table,
     prepare,
@@ -78,6 +79,13 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         table = "grid" if exc.field in grid.grid else "fixed"
         field = exc.field if "." in exc.field else f"{table}.{exc.field}"
         raise InputError(f"{args.grid}: {field}", exc.value, exc.problem) from None
+    placements = spec.grid.get("placement", (spec.fixed.get("placement", CELL_KEYS["placement"]),))
+    if spec.baseline is not None and spec.baseline not in placements:  # found out after the runs
+        raise InputError(
+            f"{args.grid}: sweep.baseline",
+            spec.baseline,
+            f"not a placement of the grid ({', '.join(map(str, placements))})",
+        )
     if args.fresh and (spec.out / "cells").exists():
         shutil.rmtree(spec.out / "cells")
     table = run_sweep(

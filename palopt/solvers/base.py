@@ -154,8 +154,8 @@ def split_solver_name(text: str) -> tuple[str, dict[str, str]]:
     >>> split_solver_name("milp:highs"), split_solver_name("pal")
     (('milp', {'backend': 'highs'}), ('pal', {}))
     """
-    name, _, backend = text.partition(":")
-    return name, ({"backend": backend} if backend else {})
+    name, colon, backend = text.partition(":")
+    return name, ({"backend": backend} if colon else {})  # "milp:" names an empty back end
 
 
 def get_solver(name: str, /, **config: Any) -> Solver:
