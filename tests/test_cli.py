@@ -192,6 +192,17 @@ def test_out_writes_through_links_and_into_devices_and_pipes(instance_file, tmp_
     assert pipe.is_fifo() and json.loads(read[0])["solver"] == "pal"
 
 
+def test_an_output_folder_that_is_a_file_is_refused_before_any_run(tmp_path, capsys):
+    # bench said "[Errno 17] File exists", a sweep "[Errno 20] Not a directory: .../cells"
+    (tmp_path / "taken").write_text("")
+    assert main(["bench", "--quick", "--out", str(tmp_path / "taken")]) == 2
+    assert "--out = " in capsys.readouterr().err
+    grid = tmp_path / "g.toml"
+    grid.write_text('[sweep]\nout = "taken"\n[grid]\nworkload = [1]\n')
+    assert main(["sweep", str(grid), "--no-progress"]) == 2
+    assert "g.toml: sweep.out = " in capsys.readouterr().err
+
+
 def test_table_of_a_huge_objective_stays_short(tmp_path, capsys):
     topo = build_cluster(1, 1, 2)
     job = Job("a", 1, "A", weight=1e300)

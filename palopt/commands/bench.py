@@ -13,7 +13,7 @@ from typing import Any
 from palopt.bench.families import PROFILES, Family, check_shape
 from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
 from palopt.bench.runner import EXACT, HEURISTICS, Row, SolverSpec, run_bench
-from palopt.commands import require_plotting
+from palopt.commands import check_folder, require_plotting
 from palopt.errors import InputError, check_time_limit
 
 #: Defaults of the full run, and of ``--quick``; an option given on the command line wins over both.
@@ -166,6 +166,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"only exact solvers, which skip the {max(sizes)}-GPU rounds (above --exact-max-gpus "
             f"{args.exact_max_gpus}): add a heuristic, or raise --exact-max-gpus",
         )
+    check_folder(args.out, "--out")
     families = [
         Family(n, g, load, prof)
         for n in sizes

@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from palopt.commands import check_folder
 from palopt.errors import InputError
 from palopt.io import write_text
 from palopt.sim.experiments import (
@@ -86,6 +87,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             spec.baseline,
             f"not a placement of the grid ({', '.join(map(str, placements))})",
         )
+    check_folder(spec.out, f"{args.grid}: sweep.out")
     if args.fresh and (spec.out / "cells").exists():
         shutil.rmtree(spec.out / "cells")
     table = run_sweep(
