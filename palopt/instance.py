@@ -189,6 +189,10 @@ MIN_FACTOR, MAX_FACTOR = 1e-12, 1e12
 #: What a value outside that range is told.
 FACTOR_RANGE = f"must be a finite number from {MIN_FACTOR:g} to {MAX_FACTOR:g}"
 
+#: What a job id must be besides a non-empty string: no tab, line break or other character
+#: ``str.isprintable`` refuses (an id with a line break split tables and Slurm lines).
+PRINTABLE = "must be printable text (no tab, line break or other control character)"
+
 #: The weighted costs of a round lie in ``[1 / MAX_ROUND, MAX_ROUND]`` (the largest a whole
 #: round's sum), so every objective is a finite float, and the exact solvers' scaling by a power
 #: of two stays one too.
@@ -307,6 +311,8 @@ def _check_queue(
             raise InputError(f"queue[{i}]", job, "must be a Job")
         if type(job.id) is not str or not job.id:
             raise InputError(f"queue[{i}].id", job.id, "must be a non-empty string")
+        if not job.id.isprintable():  # tables, logs and Slurm lines print it as it is
+            raise InputError(f"queue[{i}].id", job.id, PRINTABLE)
         if job.id in seen_jobs:
             raise InputError(f"queue[{i}].id", job.id, "duplicate job id")
         seen_jobs.add(job.id)

@@ -21,6 +21,7 @@ and value (:class:`~palopt.errors.InputError`).
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import re
@@ -29,7 +30,7 @@ import stat
 import warnings
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -167,6 +168,8 @@ def _job_from_dict(topo: Topology, i: int, data: Any) -> Job:
         raise InputError(f"queue[{i}]", data, "expected an object")
     check_fields(data, JOB_FIELDS, where)
     job_id = _integral(data.get("id"))
+    if isinstance(data.get("id"), float) and abs(data["id"]) > 2**53:
+        raise InputError(f"{where}id", data["id"], "a number id must be an exact integer")
     if isinstance(job_id, int) and not isinstance(job_id, bool):
         job_id = str(job_id)
     if not isinstance(job_id, str) or not job_id:
@@ -497,7 +500,9 @@ def read_json(path: str | Path) -> Any:
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def read_csv(path: str | Path, field_name: str | None = None, **options: Any) -> pd.DataFrame:
+def read_csv(
+    path: str | Path | IO[Any], field_name: str | None = None, **options: Any
+) -> pd.DataFrame:
     """Read a CSV file with pandas; a file pandas cannot parse is an :class:`InputError`.
 
     A row with more fields than the header is an error: pandas would otherwise take the first
@@ -505,7 +510,8 @@ def read_csv(path: str | Path, field_name: str | None = None, **options: Any) ->
 
     Parameters
     ----------
-    path : str or Path
+    path : str, Path or file object
+        A file object is read whole first.
     field_name : str, optional
         What the error names (default: the path).
     **options
@@ -543,13 +549,19 @@ def read_csv(path: str | Path, field_name: str | None = None, **options: Any) ->
 
     name = str(path) if field_name is None else field_name
     options.setdefault("index_col", False)
+    source: str | os.PathLike[str] | IO[Any] = path
+    if not isinstance(path, (str, os.PathLike)):  # a stream: read twice below, so held here
+        content = path.read()
+        source = io.StringIO(content) if isinstance(content, str) else io.BytesIO(content)
     try:
         with warnings.catch_warnings():  # e.g. a row longer than the header: data would be lost
             warnings.simplefilter("error", pd.errors.ParserWarning)
-            frame = pd.read_csv(path, **options)
+            frame = pd.read_csv(source, **options)
+            if not isinstance(source, (str, os.PathLike)):
+                source.seek(0)
             # pandas renames a column given twice ("a", "a.1"): the second would be ignored
             header = pd.read_csv(
-                path,
+                source,
                 header=None,
                 nrows=1,
                 dtype=str,

@@ -34,6 +34,10 @@ from palopt.errors import InputError, check_count, check_fields
 #: fill the memory before anything else is checked).
 MAX_GPUS = 2**20
 
+#: Above the largest GPU index in a server (a node's ``local``, its CUDA_VISIBLE_DEVICES
+#: number): ``1e30`` was read, and written to Slurm as a 31-digit device number.
+MAX_LOCAL = 2**16
+
 __all__ = ["Topology", "build_cluster", "parse_shape"]
 
 GPU, SERVER, SWITCH = "gpu", "server", "switch"
@@ -397,9 +401,11 @@ class Topology:
             integral = isinstance(local, (int, np.integer)) or (
                 isinstance(local, float) and local.is_integer()  # JSON's 2.0
             )
-            if isinstance(local, bool) or not integral or local < 0:
+            if isinstance(local, bool) or not integral or not 0 <= local < MAX_LOCAL:
                 raise InputError(
-                    f"{field_name}.nodes[{g}].local", local, "expected an index >= 0 in its server"
+                    f"{field_name}.nodes[{g}].local",
+                    local,
+                    f"expected an index from 0 to {MAX_LOCAL - 1} in its server",
                 )
             other = locals_seen.setdefault((host, int(local)), g)
             if other != g:

@@ -139,6 +139,16 @@ def test_assign_profile_takes_a_flag_for_replace():
         palopt.assign_profile(p, build_cluster(1, 1, 2), seed=1, replace="no")  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("job_id", ["a\nb", "a\tb", "a\x00", "a\rb", "x\u2028y"])
+def test_job_ids_are_printable_text(job_id):
+    # A line break split the table and Slurm output; a NUL went into Slurm lines as it was.
+    with pytest.raises(InputError, match=r"queue\[0\].id = .*must be printable text"):
+        Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+                 (Job(job_id, 1, "A"),))  # fmt: skip
+    assert Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+                    (Job("job 1 é", 1, "A"),)).queue[0].id == "job 1 é"  # fmt: skip
+
+
 def _profile(n: int) -> ClusterProfile:
     ones = np.ones((1, n))
     return ClusterProfile(("classA",), ones, ones)
@@ -152,6 +162,7 @@ def _profile(n: int) -> ClusterProfile:
         ("submit_time", -100.0, r"trace\[0\].submit_time = -100.0"),
         ("submit_time", float("nan"), r"trace\[0\].submit_time = nan"),
         ("num_gpus", "2", r"trace\[0\].num_gpus = '2'"),
+        ("id", "a\nb", r"trace\[0\].job_id = 'a\\nb': must be printable text"),
     ],
 )
 def test_the_simulator_checks_trace_jobs_it_is_given(field, value, message):

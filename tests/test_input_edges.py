@@ -308,6 +308,10 @@ def _edit_node_link(edit):
         (lambda d: d["nodes"][5].update(local=-1), r"nodes\[g0\].local = -1: expected an index"),
         (lambda d: d["nodes"][5].update(local="0"), r"nodes\[g0\].local = '0': expected an index"),
         (
+            lambda d: d["nodes"][5].update(local=1e30),  # was printed as a 31-digit device
+            r"nodes\[g0\].local = 1e\+30: expected an index from 0 to 65535",
+        ),
+        (
             lambda d: d["edges"].append({"source": "g2", "target": "g2", "link": "pcie"}),
             "a node linked to itself",
         ),

@@ -190,6 +190,7 @@ def _bad(path: str, value):
         ("queue/0/num_gpus", 99, "queue[0].num_gpus"),
         ("queue/0/num_gpus", "2", "queue[0].num_gpus"),
         ("queue/1/id", "a", "queue[1].id"),
+        ("queue/0/id", 1e308, "queue[0].id"),  # was the job "1000...0", 309 digits
         ("queue/0/class", "Z", "queue[0].class"),
         ("queue/0/colour", "red", "queue[0].colour"),
         ("queue/1/current_gpus", ["gpu99"], "queue[1].current_gpus"),

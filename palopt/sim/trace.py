@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from palopt.errors import InputError, check_count, check_flag, check_seed, is_number
+from palopt.instance import PRINTABLE
 from palopt.io import read_csv
 from palopt.workloads import Workloads, load_workloads
 
@@ -155,6 +156,8 @@ def check_trace(trace: Sequence[TraceJob]) -> None:
             raise InputError(f"{where}.job_id", job.id, "empty job id")
         if not isinstance(job.id, str):
             raise InputError(f"{where}.job_id", job.id, "must be a string")
+        if not job.id.isprintable():
+            raise InputError(f"{where}.job_id", job.id, PRINTABLE)
         if job.id in seen:
             raise InputError(f"{where}.job_id", job.id, "duplicate job id")
         seen.add(job.id)
