@@ -36,7 +36,7 @@ import numpy as np
 
 from palopt.errors import InputError, check_fields, is_finite_number, is_number
 from palopt.instance import Instance, Job, penalty_matrix, require_instance
-from palopt.topology import Topology, parse_shape
+from palopt.topology import MAX_LOCAL, Topology, parse_shape
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -718,8 +718,8 @@ def instance_schema() -> dict[str, Any]:
                         "oneOf": [{"required": ["edges"]}, {"required": ["links"]}],
                         "additionalProperties": False,
                         "properties": {
-                            "directed": {"type": "boolean"},
-                            "multigraph": {"type": "boolean"},
+                            "directed": {"const": False},
+                            "multigraph": {"const": False},
                             "graph": {"type": "object"},
                             "nodes": {
                                 "type": "array",
@@ -730,7 +730,11 @@ def instance_schema() -> dict[str, Any]:
                                         "id": {"type": "string"},
                                         "kind": {"enum": ["gpu", "server", "switch"]},
                                         "tier": {"type": "string"},
-                                        "local": {"type": "integer"},
+                                        "local": {
+                                            "type": "integer",
+                                            "minimum": 0,
+                                            "maximum": MAX_LOCAL - 1,
+                                        },
                                     },
                                 },
                             },

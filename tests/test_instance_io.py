@@ -216,7 +216,12 @@ def test_bad_instances_name_field_and_value(path, value, field):
 
 def test_the_schema_rejects_what_the_loader_rejects():
     schema = instance_schema()
-    for path, value in (("bussy", ["gpu3"]), ("name", 7), ("queue/0/colour", "red")):
+    for path, value in (
+        ("bussy", ["gpu3"]),
+        ("name", 7),
+        ("queue/0/colour", "red"),
+        ("topology/directed", True),
+    ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(_bad(path, value), schema)
 
