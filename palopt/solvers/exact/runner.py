@@ -598,7 +598,8 @@ class ExactSolver:
         if answer.bound is not None and decoded is not None:
             bound = max(bound, answer.bound / self.scale)
         settings["best_from"] = source
-        if status != Status.OPTIMAL and round_cost(weighted, best) - bound <= self.gap * ub:
+        cost = round_cost(weighted, best)
+        if status != Status.OPTIMAL and cost - bound <= self.gap * abs(cost):
             # The bound proves the placement the back end could not better (CBC has called
             # models with weights 1e9 apart infeasible under the incumbent's cost).
             status = Status.OPTIMAL
