@@ -338,6 +338,14 @@ def data_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
+def _check_file_name(path: object) -> None:
+    """Refuse what is not a file name, or an empty one (``Path("")`` is the current folder)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError("path", type(path).__name__, "expected a file name")
+    if not os.fspath(path):
+        raise InputError("path", "", "an empty file name")
+
+
 def read_text(path: str | Path) -> str:
     """A UTF-8 text file's contents.
 
@@ -353,8 +361,8 @@ def read_text(path: str | Path) -> str:
     Raises
     ------
     InputError
-        If ``path`` is not a file name, or the file is not UTF-8 (naming the file and the first
-        bad byte).
+        If ``path`` is not a file name or is empty, or the file is not UTF-8 (naming the file
+        and the first bad byte).
     OSError
         If the file cannot be read.
 
@@ -372,8 +380,7 @@ def read_text(path: str | Path) -> str:
     ...
     palopt.errors.InputError: .../b.txt = 'byte 4': not a UTF-8 text file
     """
-    if not isinstance(path, (str, os.PathLike)):
-        raise InputError("path", type(path).__name__, "expected a file name")
+    _check_file_name(path)
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -395,6 +402,8 @@ def write_text(path: str | Path, text: str) -> None:
 
     Raises
     ------
+    InputError
+        If ``path`` is not a file name, or an empty one.
     OSError
         If the folder cannot be written, or the file cannot be replaced.
 
@@ -406,6 +415,7 @@ def write_text(path: str | Path, text: str) -> None:
     ...     sorted(p.name for p in Path(folder).iterdir()), read_text(f"{folder}/a.json")
     (['a.json'], '{}')
     """
+    _check_file_name(path)
     path = Path(os.path.realpath(path))
     if path.exists() and not path.is_file() and not path.is_dir():
         with open(path, "w", encoding="utf-8", newline="") as fh:

@@ -254,6 +254,10 @@ def test_loaders_name_a_path_that_is_not_one():
     for load in (palopt.load_instance, palopt.load_profile):
         with pytest.raises(InputError, match="path = 'NoneType': expected a file name"):
             load(None)  # type: ignore[arg-type]
+        with pytest.raises(InputError, match="path = '': an empty file name"):
+            load("")  # was "[Errno 21] Is a directory: '.'"
+    with pytest.raises(InputError, match="path = '': an empty file name"):
+        palopt.io.write_text("", "{}")
 
 
 @pytest.mark.parametrize(

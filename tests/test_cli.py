@@ -244,3 +244,22 @@ def test_library_call_is_pure(instance_file, tmp_path, capsys, monkeypatch):
     assert second.assignment() == first.assignment()
     assert capsys.readouterr() == ("", "")
     assert set(tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["validate", ""],
+        ["solve", "{inst}", "--out", ""],
+        ["simulate", "--trace", "", "--out", "x"],
+        ["bench", "--quick", "--out", ""],
+        ["topology", "show", ""],
+        ["profile", "show", ""],
+    ],
+)
+def test_an_empty_file_name_is_refused_by_its_argument(argv, instance_file, capsys):
+    # Path("") is ".": validate said "[Errno 21] Is a directory: '.'", solve "--out = '.'"
+    with pytest.raises(SystemExit) as exc:
+        main([a.format(inst=instance_file) for a in argv])
+    assert exc.value.code == 2
+    assert "'': an empty file name" in capsys.readouterr().err

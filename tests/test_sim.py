@@ -26,6 +26,7 @@ from palopt.sim import (
 )
 from palopt.sim.engine import DONE, RUNNING, SimulationStalled
 from palopt.sim.metrics import format_summary
+from palopt.sim.trace import MAX_TIME_S
 from palopt.solvers.base import build_result
 from palopt.topology import build_cluster
 
@@ -363,6 +364,20 @@ def test_extra_jobs_untracked():
     )
     assert summary(res)["jobs"] == 3
     assert len(res.jobs) > 3
+
+
+def test_extra_jobs_stop_at_the_clock_s_limit():
+    # A rate of 1e-320 per hour drew a gap of infinity: OverflowError in math.ceil
+    trace = [job("a", 1, 0.0, 100)]
+    slow = extra_jobs(trace, 1000, rate_per_hour=1e-6)
+    assert 0 < len(slow) < 1000 and slow[-1].submit_time <= MAX_TIME_S
+    assert slow == extra_jobs(trace, 2000, rate_per_hour=1e-6)
+    assert extra_jobs(trace, 5, rate_per_hour=1e-320) == ()
+    cfg = SimConfig(round_s=100, extra_jobs=True, extra_rate=1e-320, check=True)
+    res = simulate(build_cluster(1, 1, 2), flat(2), trace, "pal", "fifo", cfg)
+    assert summary(res)["jobs"] == 1 and len(res.jobs) == 1
+    with pytest.raises(InputError, match="rate_per_hour = 0: must be a finite number > 0"):
+        extra_jobs(trace, 5, rate_per_hour=0)
 
 
 def test_policy_orders():

@@ -15,8 +15,27 @@ from palopt.errors import InputError
 IMAGE_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
 
 
+def file_path(text: str) -> Path:
+    """An argparse type: a file or folder name, which must not be empty (``Path("")`` is the
+    current folder, so an empty argument would read or write ``.`` under the wrong name).
+
+    Examples
+    --------
+    >>> file_path("instance.json").name
+    'instance.json'
+    >>> file_path("")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: '': an empty file name
+    """
+    if not text:
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty file name")
+    return Path(text)
+
+
 def image_path(text: str) -> Path:
-    """An argparse type: a file name whose suffix names one of :data:`IMAGE_FORMATS`.
+    """An argparse type: a file name (see :func:`file_path`) whose suffix names one of
+    :data:`IMAGE_FORMATS`.
 
     Examples
     --------
@@ -27,7 +46,7 @@ def image_path(text: str) -> Path:
     ...
     argparse.ArgumentTypeError: 'topology.txt': the suffix must name an image format: png, ...
     """
-    path = Path(text)
+    path = file_path(text)
     if path.suffix.lower().lstrip(".") not in IMAGE_FORMATS:
         formats = ", ".join(IMAGE_FORMATS)
         raise argparse.ArgumentTypeError(

@@ -13,7 +13,7 @@ from typing import Any
 from palopt.bench.families import PROFILES, Family, check_shape
 from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
 from palopt.bench.runner import EXACT, HEURISTICS, Row, SolverSpec, run_bench
-from palopt.commands import check_folder, require_plotting
+from palopt.commands import check_folder, file_path, require_plotting
 from palopt.errors import InputError, check_time_limit
 
 #: Defaults of the full run, and of ``--quick``; an option given on the command line wins over both.
@@ -111,7 +111,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--out",
-        type=Path,
+        type=file_path,
         default=Path("bench-results"),
         help="folder for bench.csv, summary.csv and gaps.png (default %(default)s)",
     )

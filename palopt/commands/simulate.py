@@ -12,6 +12,7 @@ from typing import Any
 from palopt.commands import (
     check_folder,
     check_not_input,
+    file_path,
     option_dict,
     parse_option,
     require_plotting,
@@ -102,7 +103,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="simulate a job trace round by round")
     p.add_argument(
         "--trace",
-        type=Path,
+        type=file_path,
         required=True,
         help="CSV: job_id,num_gpus,submit_time,duration(iterations),model",
     )
@@ -112,7 +113,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
         "--profile",
-        type=Path,
+        type=file_path,
         help="per-GPU CSV with PerfVar_<class> (charged) and sf_<class> (ranked), "
         "or a palopt.profile/1 JSON file from `palopt profile import` "
         "(assigned to the cluster with --seed, ranked by k-means levels)",
@@ -180,7 +181,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--check", action="store_true", help="check every placement's feasibility")
     p.add_argument(
-        "--out", type=Path, help="directory for jobs.csv, rounds.csv, summary.json, plots"
+        "--out", type=file_path, help="directory for jobs.csv, rounds.csv, summary.json, plots"
     )
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument(
@@ -193,13 +194,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("figure", choices=["fig10", "fig12", "fig13"])
     p.add_argument(
         "--data",
-        type=Path,
+        type=file_path,
         help="the pal-artifact data directory (default: $PALOPT_DATA/pal-artifact, else "
         "../shared/data/pal-artifact beside the checkout)",
     )
     p.add_argument(
         "--out",
-        type=Path,
+        type=file_path,
         default=Path("runs"),
         help="directory for the table (CSV, text) and plot (default %(default)s)",
     )

@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from palopt.commands import check_output, option_dict, parse_option
+from palopt.commands import check_output, file_path, option_dict, parse_option
 from palopt.cost import assert_feasible
 from palopt.errors import refuse_differing
 from palopt.export import format_slurm
@@ -21,7 +20,7 @@ from palopt.solvers.exact.runner import DEFAULT_TIME_LIMIT
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the commands of this module."""
     p = sub.add_parser("solve", help="place an instance's queue and print the placement")
-    p.add_argument("instance", type=Path, help="instance JSON file (see `palopt schema`)")
+    p.add_argument("instance", type=file_path, help="instance JSON file (see `palopt schema`)")
     p.add_argument(
         "--solver",
         default="pal",
@@ -53,7 +52,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--backend",
         help="the milp solver's back end, cbc or highs (the same as -o backend=...)",
     )
-    p.add_argument("--out", type=Path, help="also write the result as JSON to this file")
+    p.add_argument("--out", type=file_path, help="also write the result as JSON to this file")
     p.add_argument(
         "--format",
         choices=["json", "table", "slurm"],
@@ -64,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("validate", help="check an instance file; exit 2 with the reason if bad")
-    p.add_argument("instance", type=Path)
+    p.add_argument("instance", type=file_path)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the instance format")

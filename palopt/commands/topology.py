@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from palopt.commands import check_output, image_path
+from palopt.commands import check_output, file_path, image_path
 from palopt.errors import InputError
 from palopt.hostlist import expand_hostlist
 from palopt.importers.assemble import assemble_topology
@@ -42,10 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(GPUs inside each server) into one topology. Without --slurm, the servers "
         f"are the --server names, or one server {SINGLE_SERVER!r} from --nvidia-smi.",
     )
-    p.add_argument("--slurm", type=Path, metavar="FILE", help="Slurm topology.conf (tree plugin)")
+    p.add_argument(
+        "--slurm", type=file_path, metavar="FILE", help="Slurm topology.conf (tree plugin)"
+    )
     p.add_argument(
         "--nvidia-smi",
-        type=Path,
+        type=file_path,
         metavar="FILE",
         help="saved `nvidia-smi topo -m` output for every server without --server",
     )
@@ -58,11 +60,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="nvidia-smi output for these servers (a Slurm host list, e.g. "
         "node[07-08]=dgx.txt); repeatable",
     )
-    p.add_argument("--out", "-o", type=Path, help="write here instead of standard output")
+    p.add_argument("--out", "-o", type=file_path, help="write here instead of standard output")
     p.set_defaults(func=cmd_build)
 
     p = cmds.add_parser("show", help="summarise a topology (servers, GPUs, tiers, islands)")
-    p.add_argument("file", type=Path, help="topology JSON or instance JSON")
+    p.add_argument("file", type=file_path, help="topology JSON or instance JSON")
     p.add_argument(
         "--png",
         type=image_path,

@@ -14,7 +14,14 @@ from pathlib import Path
 
 import numpy as np
 
-from palopt.errors import InputError, check_count, check_flag, check_seed, is_number
+from palopt.errors import (
+    InputError,
+    check_count,
+    check_flag,
+    check_number,
+    check_seed,
+    is_number,
+)
 from palopt.instance import PRINTABLE
 from palopt.io import read_csv
 from palopt.workloads import Workloads, load_workloads
@@ -197,12 +204,20 @@ def extra_jobs(
     count : int
         Number of extra jobs.
     rate_per_hour : float
+        Mean arrivals per hour, a finite number > 0.
     seed : int
 
     Returns
     -------
     tuple of TraceJob
         With ids ``x<k>`` and ``tracked=False``; empty if ``trace`` is empty or ``count < 1``.
+        Fewer than ``count`` where the next would arrive after :data:`MAX_TIME_S` (a rate so
+        low that the simulator's clock never reaches it).
+
+    Raises
+    ------
+    InputError
+        If ``rate_per_hour`` is not a finite number > 0.
 
     Examples
     --------
@@ -211,13 +226,17 @@ def extra_jobs(
     >>> [(j.id, j.num_gpus, j.submit_time, j.tracked) for j in extra_jobs(trace, 3)]
     [('x0', 2, 320.0, False), ('x1', 1, 3705.0, False), ('x2', 2, 6303.0, False)]
     """
+    check_number(rate_per_hour, "rate_per_hour")
     if not trace or count <= 0:
         return ()
     rng = random.Random(seed)
     t = trace[-1].submit_time
     out = []
     for k in range(count):
-        t += math.ceil(-math.log(1.0 - rng.random()) / rate_per_hour * 3600.0)
+        gap = -math.log(1.0 - rng.random()) / rate_per_hour * 3600.0
+        if t + gap > MAX_TIME_S:
+            break
+        t += math.ceil(gap)
         out.append(replace(trace[k % len(trace)], id=f"x{k}", submit_time=float(t), tracked=False))
     return tuple(out)
 
