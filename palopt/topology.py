@@ -19,6 +19,7 @@ share a group: a few array lookups.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +46,13 @@ NVLINK, PCIE, NETWORK = "nvlink", "pcie", "network"
 KINDS = (GPU, SERVER, SWITCH)
 #: The keys of networkx's node-link form (``links`` is its name for ``edges`` before 3.4).
 NODE_LINK_FIELDS = ("directed", "multigraph", "graph", "nodes", "edges", "links")
+#: The node and edge attributes palopt reads; others are kept with the graph but mean nothing.
+NODE_ATTRIBUTES = ("id", "kind", "tier", "local")
+EDGE_ATTRIBUTES = ("source", "target", "link")
+#: The kind of node each node attribute belongs to.
+ATTRIBUTE_KIND = {"tier": SWITCH, "local": GPU}
+
+log = logging.getLogger(__name__)
 LINKS = (NVLINK, PCIE, NETWORK)
 
 
@@ -245,6 +253,10 @@ class Topology:
     def from_node_link(cls, data: dict[str, Any], field_name: str = "topology") -> Topology:
         """Build from networkx node-link data (``nodes`` and ``edges`` or ``links``).
 
+        Node and edge attributes other than :data:`NODE_ATTRIBUTES` and
+        :data:`EDGE_ATTRIBUTES` are kept with the graph, and a warning (``logging``) names them:
+        palopt reads nothing from them, so a misspelt ``local`` would otherwise pass unseen.
+
         Raises
         ------
         InputError
@@ -260,6 +272,19 @@ class Topology:
             raise InputError(field_name, "links", "give the edges once, as 'edges' or 'links'")
         _check_items(data["nodes"], ("id",), f"{field_name}.nodes")
         _check_items(data[edges_key], ("source", "target"), f"{field_name}.{edges_key}")
+        for what, items, known in (
+            ("node", data["nodes"], NODE_ATTRIBUTES),
+            ("edge", data[edges_key], EDGE_ATTRIBUTES),
+        ):
+            unread = sorted({key for item in items for key in item} - set(known))
+            if unread:  # a typo ("locl") or a setting palopt does not take ("slowdown")
+                log.warning(
+                    "%s: %s attributes palopt does not read: %s (it reads %s)",
+                    field_name,
+                    what,
+                    ", ".join(map(repr, unread)),
+                    ", ".join(known),
+                )
         # networkx would merge a node given twice, and keep the last of two edges between the
         # same nodes (an NVLink given, then PCIe, would be no NVLink).
         seen: set[Any] = set()
@@ -315,7 +340,8 @@ class Topology:
         Raises
         ------
         InputError
-            For an unknown kind or link, a GPU not on exactly one server, a GPU linked to a
+            For an unknown kind or link, a ``tier`` on a node that is not a switch or a
+            ``local`` on one that is not a GPU, a GPU not on exactly one server, a GPU linked to a
             switch or to a GPU of another server, an NVLink to a server or switch, a disconnected
             graph, switch levels with clashing tier names, or a ``local`` index that is not an
             integer >= 0, is repeated in a server, or is missing where another GPU of the
@@ -344,6 +370,13 @@ class Topology:
                     data.get("kind"),
                     f"must be one of {', '.join(KINDS)}",
                 )
+            for attr, owner in ATTRIBUTE_KIND.items():
+                if attr in data and data["kind"] != owner:
+                    raise InputError(
+                        f"{field_name}.nodes[{node}].{attr}",
+                        data[attr],
+                        f"only a {owner} node has a {attr} (this is a {data['kind']})",
+                    )
         for u, v, data in graph.edges(data=True):
             if u == v:
                 raise InputError(f"{field_name}.edges[{u}-{v}]", u, "a node linked to itself")

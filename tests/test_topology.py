@@ -163,6 +163,15 @@ def test_in_an_unbalanced_tree_servers_on_one_leaf_switch_share_the_rack(tags, p
         (lambda g: g.add_edge("gpu0", "rack0", link="network"), "not to a switch"),
         (lambda g: g.add_edge("gpu0", "server1", link="pcie"), "exactly one server"),
         (lambda g: nx.set_edge_attributes(g, {("gpu0", "server0"): "wifi"}, "link"), "link"),
+        # accepted and ignored before: a tier is a switch's, a local index a GPU's
+        (
+            lambda g: g.nodes["server0"].update(tier="rack"),
+            r"nodes\[server0\].tier = 'rack': only a switch node has a tier",
+        ),
+        (
+            lambda g: g.nodes["rack0"].update(local=0),
+            r"nodes\[rack0\].local = 0: only a gpu node has a local",
+        ),
     ],
 )
 def test_invalid_graphs_name_the_problem(mutate, field):
@@ -195,6 +204,19 @@ def test_malformed_node_link_data_names_the_field(edit, field):
     with pytest.raises(InputError) as err:
         Topology.from_node_link(data)
     assert err.value.field == field, str(err.value)
+
+
+def test_attributes_palopt_does_not_read_are_kept_with_a_warning(caplog):
+    data = build_cluster(1, 2, 4).to_node_link()
+    data["nodes"][-1]["slowdown"] = 1.3  # would be a slowdown only in the user's mind
+    data["edges"][0]["bandwith"] = 100
+    topo = Topology.from_node_link(data)
+    assert topo.graph.nodes[data["nodes"][-1]["id"]]["slowdown"] == 1.3
+    assert "node attributes palopt does not read: 'slowdown'" in caplog.text
+    assert "edge attributes palopt does not read: 'bandwith'" in caplog.text
+    caplog.clear()
+    Topology.from_node_link(build_cluster(1, 2, 4).to_node_link())
+    assert not caplog.text
 
 
 def test_gpu_lookup_rejects_a_name_that_is_not_a_string():
