@@ -331,28 +331,24 @@ def _check_queue(
         if (type(w) is not float and type(w) is not int) or not is_finite_number(w) or w <= 0:
             raise InputError(f"queue[{i}].weight", w, "must be a finite positive number")
         if job.current_gpus:
+            where = f"queue[{i}].current_gpus"
+            for g in job.current_gpus:
+                if type(g) is not int or not 0 <= g < n:
+                    raise InputError(where, g, "not a GPU index of the topology")
             if len(job.current_gpus) != k:
                 raise InputError(
-                    f"queue[{i}].current_gpus",
-                    job.current_gpus,
+                    where,
+                    [gpu_ids[g] for g in job.current_gpus],
                     f"a running job must hold exactly num_gpus={k} GPUs",
                 )
             for g in job.current_gpus:
-                if type(g) is not int or not 0 <= g < n:
-                    raise InputError(
-                        f"queue[{i}].current_gpus", g, "not a GPU index of the topology"
-                    )
                 if busy[g]:
-                    raise InputError(
-                        f"queue[{i}].current_gpus", g, f"GPU {gpu_ids[g]} is marked busy"
-                    )
+                    raise InputError(where, gpu_ids[g], "marked busy")
                 if g in held:
                     raise InputError(
-                        f"queue[{i}].current_gpus",
-                        g,
-                        f"GPU {gpu_ids[g]} listed twice"
-                        if held[g] == job.id
-                        else f"GPU {gpu_ids[g]} is also held by job {held[g]!r}",
+                        where,
+                        gpu_ids[g],
+                        "listed twice" if held[g] == job.id else f"also held by job {held[g]!r}",
                     )
                 held[g] = job.id
 
@@ -382,8 +378,9 @@ def penalty_matrix(
     Raises
     ------
     InputError
-        For an unknown tier or class, a missing class without a default, or a penalty that is
-        not a number from :data:`MIN_FACTOR` to :data:`MAX_FACTOR`; named from ``field_name``.
+        For an empty mapping, an unknown tier or class, a missing class without a default, or a
+        penalty that is not a number from :data:`MIN_FACTOR` to :data:`MAX_FACTOR`; named from
+        ``field_name``.
 
     Examples
     --------
@@ -405,6 +402,8 @@ def penalty_matrix(
         return matrix
     if not isinstance(penalties, Mapping):
         raise InputError(field_name, penalties, "expected a number or a mapping")
+    if not penalties:  # a map of no tiers, or of no classes (and no default)?
+        raise InputError(field_name, {}, "an empty mapping; for no locality penalty give 1")
     if not any(isinstance(v, Mapping) for v in penalties.values()):  # one map tier -> value
         per_class: Mapping[str, object] = {"default": penalties}
     else:

@@ -35,8 +35,24 @@ from typing import IO, TYPE_CHECKING, Any
 import numpy as np
 
 from palopt.errors import InputError, check_fields, is_finite_number, is_number
-from palopt.instance import Instance, Job, penalty_matrix, require_instance
-from palopt.topology import MAX_LOCAL, Topology, parse_shape
+from palopt.instance import (
+    MAX_FACTOR,
+    MIN_FACTOR,
+    Instance,
+    Job,
+    penalty_matrix,
+    require_instance,
+)
+from palopt.topology import (
+    GPU,
+    KINDS,
+    MAX_LOCAL,
+    NVLINK,
+    SERVER,
+    SWITCH,
+    Topology,
+    parse_shape,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -137,7 +153,9 @@ def _slowdown_matrix(topo: Topology, classes: tuple[str, ...], spec: Any) -> np.
             raise InputError(where, None, "required: one value per GPU")
         if isinstance(row, list):
             if len(row) != topo.n_gpus:
-                raise InputError(where, len(row), f"expected {topo.n_gpus} values (one per GPU)")
+                raise InputError(
+                    where, row, f"{len(row)} values; expected {topo.n_gpus} (one per GPU)"
+                )
             pairs: Iterable[tuple[str, Any]] = zip(topo.gpu_ids, row, strict=True)
         elif isinstance(row, Mapping):
             unknown = [g for g in row if g not in topo._gpu_index]
@@ -168,7 +186,7 @@ def _job_from_dict(topo: Topology, i: int, data: Any) -> Job:
         raise InputError(f"queue[{i}]", data, "expected an object")
     check_fields(data, JOB_FIELDS, where)
     job_id = _integral(data.get("id"))
-    if isinstance(data.get("id"), float) and abs(data["id"]) > 2**53:
+    if isinstance(data.get("id"), float) and abs(data["id"]) >= 2**53:  # 2**53 + 1 reads as it
         raise InputError(f"{where}id", data["id"], "a number id must be an exact integer")
     if isinstance(job_id, int) and not isinstance(job_id, bool):
         job_id = str(job_id)
@@ -669,8 +687,10 @@ def instance_schema() -> dict[str, Any]:
     Returns
     -------
     dict
-        The schema as plain JSON data (a new dict on every call). It checks the fields and their
-        types; :func:`instance_from_dict` checks more (GPU ids, classes, one value per GPU).
+        The schema as plain JSON data (a new dict on every call). It checks the fields, their
+        types and ranges, and which node kinds carry which attributes;
+        :func:`instance_from_dict` checks what it cannot express (GPU ids, classes, one value
+        per GPU, the wiring of the graph, printable job ids beyond control characters).
 
     Examples
     --------
@@ -681,19 +701,34 @@ def instance_schema() -> dict[str, Any]:
     ['format', 'topology', 'classes', 'slowdown', 'penalties', 'queue']
     """
     number = {"type": "number", "exclusiveMinimum": 0}
+    factor = {"type": "number", "minimum": MIN_FACTOR, "maximum": MAX_FACTOR}
     per_gpu = {
         "oneOf": [
-            {"type": "array", "items": number},
-            {"type": "object", "additionalProperties": number},
+            {"type": "array", "items": factor},
+            {"type": "object", "additionalProperties": factor},
         ]
     }
-    tier_map = {"type": "object", "additionalProperties": number}
+    tier_map = {"type": "object", "additionalProperties": factor}
+    count = "0*[1-9][0-9]*"
+    control = "\\u0000-\\u001f\\u007f-\\u009f"
+    # No line break anywhere: Python's re (python-jsonschema) lets $ match before a final one.
+    one_line = "(?!.*\\n)"
+    # A tier and a root are a switch's, a local index a GPU's.
+    not_here = {
+        GPU: ("tier", "root"),
+        SERVER: ("tier", "root", "local"),
+        SWITCH: ("local",),
+    }
     edges = {  # networkx writes "edges" (3.4 and later) or "links"; either key is read
         "type": "array",
         "items": {
             "type": "object",
             "required": ["source", "target", "link"],
-            "properties": {"link": {"enum": ["nvlink", "pcie", "network"]}},
+            "properties": {
+                "source": {"type": "string"},
+                "target": {"type": "string"},
+                "link": {"enum": ["nvlink", "pcie", "network"]},
+            },
         },
     }
     return {
@@ -718,7 +753,7 @@ def instance_schema() -> dict[str, Any]:
                         "properties": {
                             "shape": {
                                 "type": "string",
-                                "pattern": "^[0-9]+[xX][0-9]+([xX][0-9]+)?$",
+                                "pattern": f"^{one_line}{count}[xX]{count}([xX]{count})?$",
                             }
                         },
                     },
@@ -733,19 +768,31 @@ def instance_schema() -> dict[str, Any]:
                             "graph": {"type": "object"},
                             "nodes": {
                                 "type": "array",
+                                "minItems": 1,
                                 "items": {
                                     "type": "object",
                                     "required": ["id", "kind"],
                                     "properties": {
                                         "id": {"type": "string"},
-                                        "kind": {"enum": ["gpu", "server", "switch"]},
-                                        "tier": {"type": "string"},
+                                        "kind": {"enum": list(KINDS)},
+                                        "tier": {
+                                            "type": "string",
+                                            "not": {"enum": [NVLINK, SERVER]},
+                                        },
+                                        "root": {"type": "boolean"},
                                         "local": {
                                             "type": "integer",
                                             "minimum": 0,
                                             "maximum": MAX_LOCAL - 1,
                                         },
                                     },
+                                    "allOf": [
+                                        {
+                                            "if": {"properties": {"kind": {"const": kind}}},
+                                            "then": {"properties": dict.fromkeys(keys, False)},
+                                        }
+                                        for kind, keys in not_here.items()
+                                    ],
                                 },
                             },
                             "edges": edges,
@@ -762,7 +809,11 @@ def instance_schema() -> dict[str, Any]:
             },
             "slowdown": {"type": "object", "additionalProperties": per_gpu},
             "penalties": {
-                "oneOf": [number, tier_map, {"type": "object", "additionalProperties": tier_map}]
+                "oneOf": [
+                    factor,
+                    {**tier_map, "minProperties": 1},
+                    {"type": "object", "additionalProperties": tier_map, "minProperties": 1},
+                ]
             },
             "busy": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
             "queue": {
@@ -772,11 +823,24 @@ def instance_schema() -> dict[str, Any]:
                     "required": ["id", "num_gpus", "class"],
                     "additionalProperties": False,
                     "properties": {
-                        "id": {"type": ["string", "integer"]},
+                        "id": {
+                            "oneOf": [
+                                # no control characters (the loader asks for printable text)
+                                {
+                                    "type": "string",
+                                    "pattern": f"^{one_line}[^{control}]+$",
+                                },
+                                {"type": "integer"},
+                            ]
+                        },
                         "num_gpus": {"type": "integer", "minimum": 1},
                         "class": {"type": "string"},
                         "weight": number,
-                        "current_gpus": {"type": "array", "items": {"type": "string"}},
+                        "current_gpus": {
+                            "type": "array",
+                            "items": {"type": "string"},
+                            "uniqueItems": True,
+                        },
                     },
                 },
             },

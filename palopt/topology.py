@@ -1,6 +1,6 @@
 """Cluster topology: a networkx graph of GPUs, servers and switches, and the tier of any GPU set.
 
-The graph has nodes of four kinds (node attribute ``kind``):
+The graph has nodes of three kinds (node attribute ``kind``):
 
 - ``gpu``: a leaf; joined to exactly one ``server`` by a ``pcie`` link, and to other GPUs of the
   same server by ``nvlink`` links (an NVLink island is a connected component of those links);
@@ -47,10 +47,10 @@ KINDS = (GPU, SERVER, SWITCH)
 #: The keys of networkx's node-link form (``links`` is its name for ``edges`` before 3.4).
 NODE_LINK_FIELDS = ("directed", "multigraph", "graph", "nodes", "edges", "links")
 #: The node and edge attributes palopt reads; others are kept with the graph but mean nothing.
-NODE_ATTRIBUTES = ("id", "kind", "tier", "local")
+NODE_ATTRIBUTES = ("id", "kind", "tier", "root", "local")
 EDGE_ATTRIBUTES = ("source", "target", "link")
 #: The kind of node each node attribute belongs to.
-ATTRIBUTE_KIND = {"tier": SWITCH, "local": GPU}
+ATTRIBUTE_KIND = {"tier": SWITCH, "root": SWITCH, "local": GPU}
 
 log = logging.getLogger(__name__)
 LINKS = (NVLINK, PCIE, NETWORK)
@@ -371,12 +371,21 @@ class Topology:
                     f"must be one of {', '.join(KINDS)}",
                 )
             for attr, owner in ATTRIBUTE_KIND.items():
-                if attr in data and data["kind"] != owner:
+                if attr not in data:
+                    continue
+                where = f"{field_name}.nodes[{node}].{attr}"
+                if data["kind"] != owner:
                     raise InputError(
-                        f"{field_name}.nodes[{node}].{attr}",
+                        where,
                         data[attr],
                         f"only a {owner} node has a {attr} (this is a {data['kind']})",
                     )
+                if data[attr] is None:  # JSON's null: leave the attribute out instead
+                    raise InputError(where, None, f"expected a value; leave {attr} out for none")
+            if not isinstance(data.get("root", False), bool):
+                raise InputError(
+                    f"{field_name}.nodes[{node}].root", data["root"], "must be true or false"
+                )
         for u, v, data in graph.edges(data=True):
             if u == v:
                 raise InputError(f"{field_name}.edges[{u}-{v}]", u, "a node linked to itself")
@@ -496,8 +505,6 @@ class Topology:
         rows.extend(switch_levels[:, lvl][gpu_server] for lvl in range(len(switch_tiers)))
         groups = np.stack(rows)
         tiers = ((NVLINK,) if len(nvlinked) else ()) + (SERVER, *switch_tiers)
-        if len(set(tiers)) != len(tiers):
-            raise InputError(f"{field_name}.switch tiers", tiers, "tier names must be distinct")
         for arr in (groups, gpu_server, server_start):
             arr.setflags(write=False)
         return cls(
@@ -579,6 +586,13 @@ def _switch_levels(
         )
     depth = nx.single_source_shortest_path_length(net, roots[0])
     parent = dict(nx.bfs_predecessors(net, roots[0]))
+    for s in switches:
+        if s in parent and kind[parent[s]] != SWITCH:
+            raise InputError(
+                f"{field_name}.nodes[{s}]",
+                parent[s],
+                "a switch must hang from a switch, not a server",
+            )
     max_depth = max(depth[s] for s in switches)
     # A leaf switch (no switch below it) is at the deepest level whatever its depth, so the
     # servers on one leaf switch always share the lowest switch tier in an unbalanced tree.
@@ -604,6 +618,13 @@ def _switch_levels(
                 tier,
                 f"switches at level {d} below the root (leaf switches: the deepest) must share "
                 f"one tier name ({names[d]!r})",
+            )
+        if names[d] is None and tier in names:
+            raise InputError(
+                f"{field_name}.nodes[{s}].tier",
+                tier,
+                f"(given or by default) names level {names.index(tier)} below the root too; "
+                "each level of switches needs a tier name of its own",
             )
         names[d] = tier
     # Groups per level, indexed root first. Below its switch, a server on a leaf switch stays in
@@ -737,7 +758,10 @@ def parse_shape(shape: str) -> Topology:
     """
     if not isinstance(shape, str) or not re.fullmatch(r"[0-9]+(x[0-9]+){1,2}", shape.lower()):
         raise InputError("cluster", shape, "expected SERVERSxGPUS or RACKSxSERVERSxGPUS")
-    nums = [int(p) for p in shape.lower().split("x")]
+    parts = shape.lower().split("x")
+    if max(len(p.lstrip("0")) for p in parts) > len(str(MAX_GPUS)):  # int() of 4,301 digits fails
+        raise InputError("cluster", shape, f"a cluster has at most {MAX_GPUS:,} GPUs")
+    nums = [int(p.lstrip("0") or "0") for p in parts]
     if min(nums) < 1:
         raise InputError("cluster", shape, "every count must be a positive integer")
     if len(nums) == 2:  # one rack

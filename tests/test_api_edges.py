@@ -44,9 +44,9 @@ def test_a_running_job_on_gpu_0_given_as_an_array_is_running():
     # np.array([0]) is falsy: the job looked waiting, and a busy or shared GPU 0 went unchecked.
     job = Job("r", 1, "A", current_gpus=np.array([0]))
     assert job.is_running
-    with pytest.raises(InputError, match="GPU gpu0 is marked busy"):
+    with pytest.raises(InputError, match=r"queue\[0\].current_gpus = 'gpu0': marked busy"):
         _instance(job, busy=np.arange(16) == 0)
-    with pytest.raises(InputError, match="GPU gpu0 is also held by job 'r'"):
+    with pytest.raises(InputError, match="current_gpus = 'gpu0': also held by job 'r'"):
         _instance(job, Job("s", 1, "A", current_gpus=[0]))
 
 
@@ -337,7 +337,9 @@ def test_slowdowns_that_are_not_numbers_are_refused(slowdown):
 
 
 def test_a_gpu_listed_twice_by_one_job_is_named_so():
-    with pytest.raises(InputError, match="GPU gpu1 listed twice"):  # was "also held by job 'a'"
+    with pytest.raises(
+        InputError, match="current_gpus = 'gpu1': listed twice"
+    ):  # was "also held by job 'a'"
         _instance(Job("a", 2, "A", current_gpus=(1, 1)))
 
 

@@ -98,6 +98,37 @@ def test_factors_and_weights_out_of_range_are_refused(tmp_path, capsys, edit, me
     assert message in err
 
 
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        # int() of more than 4,300 digits raised ValueError: a traceback and exit code 1
+        (
+            lambda d: d.update(topology={"shape": "1" * 4301 + "x1"}),
+            "...: a cluster has at most 1,048,576 GPUs",
+        ),
+        (lambda d: d.update(topology={"shape": "0" * 5000 + "1x2x4"}), "slowdown.A = [1.0"),
+        # 2**53 + 1 written as a float reads as 2**53: the job was "9007199254740992"
+        (
+            lambda d: d["queue"][0].update(id=9007199254740993.0),
+            "queue[0].id = 9007199254740992.0: a number id must be an exact integer",
+        ),
+        # every penalty 1.0, where the schema refused the file
+        (lambda d: d.update(penalties={}), "penalties = {}: an empty mapping"),
+        (lambda d: d["slowdown"]["A"].pop(), "slowdown.A = [1.0, 1.0, 1.0]: 3 values; expected 4"),
+        (
+            lambda d: d["queue"][0].update(current_gpus=["gpu0"]),
+            "queue[0].current_gpus = ['gpu0']: a running job must hold exactly num_gpus=2",
+        ),
+    ],
+)
+def test_instance_files_named_by_what_was_written(tmp_path, capsys, edit, message):
+    data = instance_to_dict(_instance())
+    data["slowdown"]["A"] = [1.0] * 4
+    edit(data)
+    err = _cli_error(capsys, ["validate", str(_write(tmp_path, json.dumps(data)))])
+    assert message in err
+
+
 def test_costs_at_the_edges_of_the_range_stay_finite_for_every_solver():
     topo = build_cluster(1, 2, 2)
     for factor, weight in ((MAX_FACTOR, 1e270), (MIN_FACTOR, 1e-270)):
@@ -314,6 +345,35 @@ def _edit_node_link(edit):
         (
             lambda d: d["edges"].append({"source": "g2", "target": "g2", "link": "pcie"}),
             "a node linked to itself",
+        ),
+        # session 25: a null read as no value, "root": "no" as the root (tiers out of order), a
+        # switch under a server made a tier named 'None', a clash was named "switch tiers"
+        (lambda d: d["nodes"][1].update(tier=None), r"nodes\[r1\].tier = None: expected a"),
+        (lambda d: d["nodes"][5].update(local=None), r"nodes\[g0\].local = None: expected a"),
+        (lambda d: d["nodes"][1].update(root="no"), r"nodes\[r1\].root = 'no': must be true"),
+        (
+            lambda d: d["nodes"][3].update(root=True),
+            r"nodes\[s1\].root = True: only a switch node has a root",
+        ),
+        (
+            lambda d: (
+                d["nodes"].append({"id": "x", "kind": "switch"})
+                or d["edges"].append({"source": "s2", "target": "x", "link": "network"})
+            ),
+            r"nodes\[x\] = 's2': a switch must hang from a switch, not a server",
+        ),
+        (
+            lambda d: (
+                d["nodes"].append({"id": "m", "kind": "switch", "tier": "rack"})
+                or d["edges"].remove({"source": "r1", "target": "c", "link": "network"})
+                or d["edges"].extend(
+                    [
+                        {"source": "m", "target": "c", "link": "network"},
+                        {"source": "r1", "target": "m", "link": "network"},
+                    ]
+                )
+            ),
+            r"nodes\[.*\].tier = 'rack': \(given or by default\) names level",
         ),
     ],
 )

@@ -226,6 +226,46 @@ def test_the_schema_rejects_what_the_loader_rejects():
             jsonschema.validate(_bad(path, value), schema)
 
 
+def _node(data: dict, kind: str) -> dict:
+    return next(n for n in data["topology"]["nodes"] if n["kind"] == kind)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [  # the schema passed these files (session 25's audit, 336 cases); the loader refuses them
+        lambda d: d.update(topology={"shape": "0x4"}),
+        lambda d: d.update(topology={"shape": "2x00"}),
+        lambda d: d["slowdown"]["A"].__setitem__(0, 1e-13),
+        lambda d: d["slowdown"]["B"].__setitem__(7, 1e13),
+        lambda d: d.update(penalties=1e300),
+        lambda d: d["penalties"]["A"].update(rack=1e13),
+        lambda d: d.update(penalties={}),
+        lambda d: _node(d, "gpu").update(tier="rack"),
+        lambda d: _node(d, "server").update(tier="rack"),
+        lambda d: _node(d, "server").update(local=0),
+        lambda d: _node(d, "switch").update(local=0),
+        lambda d: _node(d, "server").update(root=True),
+        lambda d: _node(d, "switch").update(root="no"),
+        lambda d: _node(d, "switch").update(tier="server"),
+        lambda d: _node(d, "switch").update(tier=None),
+        lambda d: d["topology"]["edges"][0].update(source=1),
+        lambda d: d["topology"].update(nodes=[]),
+        lambda d: d["queue"][0].update(id=""),
+        lambda d: d["queue"][0].update(id="a\tb"),
+        lambda d: d["queue"][0].update(id="a\n"),  # Python's $ matches before a final \n
+        lambda d: d.update(topology={"shape": "2x4\n"}),
+        lambda d: d["queue"][1].update(current_gpus=["gpu3", "gpu3"]),
+    ],
+)
+def test_the_schema_refuses_what_the_loader_refuses(edit):
+    data = as_dict()
+    edit(data)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(data, instance_schema())
+    with pytest.raises(InputError):
+        instance_from_dict(data)
+
+
 def test_the_schema_and_the_loader_read_node_link_edges_as_edges_or_links():
     schema = instance_schema()
     data = as_dict()
