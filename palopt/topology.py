@@ -51,9 +51,9 @@ NODE_ATTRIBUTES = ("id", "kind", "tier", "root", "local")
 EDGE_ATTRIBUTES = ("source", "target", "link")
 #: The kind of node each node attribute belongs to.
 ATTRIBUTE_KIND = {"tier": SWITCH, "root": SWITCH, "local": GPU}
+LINKS = (NVLINK, PCIE, NETWORK)
 
 log = logging.getLogger(__name__)
-LINKS = (NVLINK, PCIE, NETWORK)
 
 
 @dataclass(frozen=True, eq=False)
@@ -340,12 +340,13 @@ class Topology:
         Raises
         ------
         InputError
-            For an unknown kind or link, a ``tier`` on a node that is not a switch or a
-            ``local`` on one that is not a GPU, a GPU not on exactly one server, a GPU linked to a
-            switch or to a GPU of another server, an NVLink to a server or switch, a disconnected
-            graph, switch levels with clashing tier names, or a ``local`` index that is not an
-            integer >= 0, is repeated in a server, or is missing where another GPU of the
-            server has one.
+            For an unknown kind or link, a ``tier`` or ``root`` on a node that is not a switch
+            or a ``local`` on one that is not a GPU, any of them ``None``, a ``root`` that is not
+            a bool, a GPU not on exactly one server, a GPU linked to a switch or to a GPU of
+            another server, an NVLink to a server or switch, a disconnected graph, a switch hung
+            from a server, switch levels with clashing tier names, or a ``local`` index that is
+            not an integer >= 0, is repeated in a server, or is missing where another GPU of
+            the server has one.
         """
         if graph.is_multigraph() or graph.is_directed():
             # nx.Graph keeps the last edge of each pair of nodes: an NVLink, then a PCIe link
