@@ -30,6 +30,14 @@ class PaloptError(Exception):
     """
 
 
+def _printable(text: object) -> str:
+    """``str(text)`` with each character that does not print written as ``repr`` writes it."""
+    text = str(text)
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class InputError(PaloptError, ValueError):
     """Bad input: a malformed or inconsistent instance, topology, profile or option.
 
@@ -46,6 +54,12 @@ class InputError(PaloptError, ValueError):
     --------
     >>> str(InputError("queue[0].num_gpus", -1, "must be a positive integer"))
     'queue[0].num_gpus = -1: must be a positive integer'
+
+    The message is one line: characters that do not print in the field and the problem (a key
+    read from a file, say) are escaped as ``repr`` escapes them.
+
+    >>> print(InputError("values.B\\n", 1.0, "unknown field"))
+    values.B\\n = 1.0: unknown field
     """
 
     def __init__(self, field: str, value: Any, problem: str) -> None:
@@ -55,7 +69,7 @@ class InputError(PaloptError, ValueError):
         shown = repr(value)
         if len(shown) > 80:
             shown = shown[:77] + "..."
-        super().__init__(f"{field} = {shown}: {problem}")
+        super().__init__(f"{_printable(field)} = {shown}: {_printable(problem)}")
 
     def __reduce__(self) -> tuple[type[InputError], tuple[str, Any, str]]:
         # Rebuilt from its three parts: a sweep's worker process sends it back pickled.

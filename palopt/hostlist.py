@@ -25,6 +25,8 @@ from palopt.errors import InputError
 #: The most host names a host list may expand to (a typo such as ``n[0-999999999]`` would
 #: otherwise fill the memory).
 MAX_HOSTS = 2**20
+#: The longest host name, in characters (a DNS name has at most 253).
+MAX_NAME = 255
 
 __all__ = ["expand_hostlist", "compress_hostlist"]
 
@@ -100,7 +102,7 @@ def expand_hostlist(text: str, field_name: str = "hostlist") -> list[str]:
     ------
     InputError
         For an empty item, unbalanced or nested brackets, a non-numeric or decreasing range, or
-        more than :data:`MAX_HOSTS` names.
+        more than :data:`MAX_HOSTS` names, or a name longer than :data:`MAX_NAME`.
 
     Examples
     --------
@@ -123,6 +125,9 @@ def expand_hostlist(text: str, field_name: str = "hostlist") -> list[str]:
                 [p] if i % 2 == 0 else _numbers(brackets[i // 2]) for i, p in enumerate(pieces)
             ]
             names.extend("".join(combo) for combo in product(*choices))
+        longest = max(names, key=len)
+        if len(longest) > MAX_NAME:
+            raise ValueError(f"a name of {len(longest):,} characters (at most {MAX_NAME})")
     except ValueError as exc:
         raise InputError(field_name, text, f"bad host list: {exc}") from None
     return names
@@ -163,7 +168,7 @@ def compress_hostlist(names: Iterable[str]) -> str:
     ------
     InputError
         For an empty name or one containing ``[``, ``]``, ``,`` or white space (they would
-        not expand back to the names).
+        not expand back to the names), or one longer than :data:`MAX_NAME`.
 
     Examples
     --------
@@ -173,9 +178,12 @@ def compress_hostlist(names: Iterable[str]) -> str:
     groups: dict[str, set[str]] = {}
     plain: set[str] = set()
     for name in names:
-        if not name or any(c in "[]," or c.isspace() for c in name):
+        if not name or any(c in "[]," or c.isspace() for c in name) or len(name) > MAX_NAME:
             raise InputError(
-                "hostlist", name, "host names must be non-empty, without [ ] , or white space"
+                "hostlist",
+                name,
+                f"host names must be non-empty, without [ ] , or white space, and at most "
+                f"{MAX_NAME} characters",
             )
         m = _TRAILING.match(name)
         if m:

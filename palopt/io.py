@@ -356,12 +356,16 @@ def data_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def _check_file_name(path: object) -> None:
-    """Refuse what is not a file name, or an empty one (``Path("")`` is the current folder)."""
+def _check_file_name(path: object, field_name: str = "path") -> None:
+    """Refuse what is not a file name, an empty one (``Path("")`` is the current folder) or one
+    with a NUL character (which ``open`` refuses with a ``ValueError``)."""
     if not isinstance(path, (str, os.PathLike)):
-        raise InputError("path", type(path).__name__, "expected a file name")
-    if not os.fspath(path):
-        raise InputError("path", "", "an empty file name")
+        raise InputError(field_name, type(path).__name__, "expected a file name")
+    name = os.fspath(path)
+    if not name:
+        raise InputError(field_name, "", "an empty file name")
+    if "\0" in str(name):
+        raise InputError(field_name, name, "a file name cannot hold a NUL character")
 
 
 def read_text(path: str | Path) -> str:
@@ -379,8 +383,8 @@ def read_text(path: str | Path) -> str:
     Raises
     ------
     InputError
-        If ``path`` is not a file name or is empty, or the file is not UTF-8 (naming the file
-        and the first bad byte).
+        If ``path`` is not a file name, is empty or holds a NUL character, or the file is not
+        UTF-8 (naming the file and the first bad byte).
     OSError
         If the file cannot be read.
 
@@ -421,7 +425,7 @@ def write_text(path: str | Path, text: str) -> None:
     Raises
     ------
     InputError
-        If ``path`` is not a file name, or an empty one.
+        If ``path`` is not a file name, is empty or holds a NUL character.
     OSError
         If the folder cannot be written, or the file cannot be replaced.
 
@@ -552,8 +556,8 @@ def read_csv(
     Raises
     ------
     InputError
-        For an empty file, one that is not CSV (bad quoting, ragged rows, not UTF-8), or a
-        column given twice in the header.
+        For a file name that is empty or holds a NUL character, an empty file, one that is not
+        CSV (bad quoting, ragged rows, not UTF-8), or a column given twice in the header.
     OSError
         If the file cannot be read.
 
@@ -578,7 +582,9 @@ def read_csv(
     name = str(path) if field_name is None else field_name
     options.setdefault("index_col", False)
     source: str | os.PathLike[str] | IO[Any] = path
-    if not isinstance(path, (str, os.PathLike)):  # a stream: read twice below, so held here
+    if isinstance(path, (str, os.PathLike)):
+        _check_file_name(path, field_name or "path")
+    else:  # a stream: read twice below, so held here
         content = path.read()
         source = io.StringIO(content) if isinstance(content, str) else io.BytesIO(content)
     try:

@@ -150,6 +150,8 @@ def load_grid(path: str | Path) -> SweepSpec:
     for key in ("out", "baseline"):
         if not isinstance(meta.get(key, ""), str):
             raise InputError(f"{path}: sweep.{key}", meta[key], "expected a string")
+    if "\0" in meta.get("out", ""):  # Path.resolve() raised a ValueError
+        raise InputError(f"{path}: sweep.out", meta["out"], "a folder name cannot hold a NUL")
     out = path.parent / meta.get("out", f"runs/{path.stem}")
     return SweepSpec(axes, fixed, out, fmt, meta.get("baseline"))
 

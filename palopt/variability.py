@@ -393,7 +393,14 @@ def load_profile(path: str | Path) -> VariabilityProfile:
 
 def _gpu_parts(parts: Sequence[str]) -> tuple[str, ...]:
     """A GPU's id parts with numbers unpadded (``07`` and ``7`` are the same node)."""
-    return tuple(str(int(p)) if _INT.match(p) else p for p in parts)
+    return tuple(_unpadded(p) if _INT.match(p) else p for p in parts)
+
+
+def _unpadded(number: str) -> str:
+    """An integer's digits as ``str(int(number))`` writes them, for any length (``int()``
+    refuses more than 4,300 digits)."""
+    digits = number.lstrip("+-").lstrip("0") or "0"
+    return "-" + digits if number.startswith("-") and digits != "0" else digits
 
 
 def read_measurements(

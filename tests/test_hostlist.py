@@ -48,6 +48,9 @@ def test_expand(text: str, names: list[str]) -> None:
         ("a , ,b", "empty host name"),
         ("n[1, 3]", "bad range"),
         ("", "empty host name"),
+        # compressing it back (palopt topology show) raised ValueError in int()
+        ("n" + "9" * 4301, "a name of 4,302 characters"),
+        ("n[1-2]" + "x" * 260, "a name of 262 characters"),
     ],
 )
 def test_expand_errors(text: str, problem: str) -> None:
@@ -74,6 +77,9 @@ def test_compress(names: list[str], text: str) -> None:
 def test_compress_rejects_bad_names() -> None:
     with pytest.raises(InputError):
         compress_hostlist(["a[1]"])
+    with pytest.raises(InputError, match="at most 255 characters"):
+        compress_hostlist(["n" + "9" * 4301])  # was ValueError from int()
+    assert compress_hostlist(["n" + "9" * 254]) == "n" + "9" * 254
 
 
 _prefix = st.text(alphabet="abz-.", min_size=0, max_size=4) | st.sampled_from(["r1n", "gpu-a"])

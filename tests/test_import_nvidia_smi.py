@@ -93,6 +93,12 @@ def _with(line: int, text: str | None) -> str:
         (_with(3, "GPU1\tPIX\t X \tPHB"), 3, "symmetric"),
         (_with(3, "GPU0\tNV1\t X \tPHB"), 3, "row given twice"),
         (_with(1, "\tGPU0\tGPU0\tGPU2"), 1, "GPU column given twice"),
+        # GPU01 and GPU1: one GPU, named "a node linked to itself" among the graph's edges
+        (_with(1, "\tGPU0\tGPU1\tGPU01"), 1, r"'GPU01': GPU column given twice \(as GPU1\)"),
+        # int() of 4,301 digits: ValueError
+        (_with(1, "\tGPU0\tGPU1\tGPU" + "9" * 4301), 1, "a GPU number from 0 to 65535"),
+        (_with(1, "\tGPU0\tGPU1\tGPU65536"), 1, "a GPU number from 0 to 65535"),
+        (_with(3, "GPU1\tNV1\t X \tNV" + "9" * 4301), 3, "unknown entry"),
     ],
 )
 def test_errors_name_file_and_line(text: str, line: int, problem: str) -> None:

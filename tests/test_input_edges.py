@@ -438,6 +438,8 @@ TRACE = "job_id,num_gpus,submit_time,duration,model\n"
         ("0,1,1e20,100,vgg19\n", r"trace\[0\].submit_time = 1e\+20: must be a number from 0"),
         # a run of 1e308 iterations: the simulation never ended
         ("0,1,0,1e308,vgg19\n", r"trace\[0\].duration = 1e\+308: runs .* at most 1e\+12"),
+        # an integer of 310 digits has no float: OverflowError in ideal_seconds
+        ("0,1,0,1" + "0" * 309 + ",vgg19\n", r"trace\[0\].duration = 1000.*: must be a finite"),
         ("0,1,0,100,vgg19\n0,1,5,100,vgg19\n", r"trace\[1\].job_id = '0': duplicate job id"),
         (",1,0,100,vgg19\n", r"trace\[0\].job_id = nan: empty job id"),
         ("0,1,0,100,vgg19,extra\n", "not a readable CSV file"),

@@ -75,6 +75,7 @@ def test_local_run_is_resumable(tmp_path):
         ("sweep = [1]\n[grid]\nx = [1]\n", "[sweep]"),
         ("[sweep]\nformats = 'csv'\n[grid]\nx = [1]\n", "sweep.formats"),
         ("[sweep]\nout = 3\n[grid]\nx = [1]\n", "sweep.out"),
+        ('[sweep]\nout = "a\\u0000"\n[grid]\nx = [1]\n', "sweep.out = 'a\\\\x00'"),
         ("[sweep]\nbaseline = ['pal']\n[grid]\nx = [1]\n", "sweep.baseline"),
         # the same cell twice: run twice, two rows (was)
         ("[grid]\nx = [1, 2, 1]\n", "grid.x = 1: given twice"),
@@ -196,3 +197,22 @@ def test_after_a_bad_cell_on_ray_the_running_cells_are_kept(tmp_path, artifact_d
     stored = [json.loads(p.read_text()) for p in (tmp_path / "out" / "cells").glob("*.json")]
     assert 1 in [s["cell"]["workload"] for s in stored] and len(stored) < 8
     assert all(s["metrics"]["jobs"] > 0 for s in stored)
+
+
+@pytest.mark.parametrize(
+    ("fixed", "message"),
+    [
+        # Path(1) raised TypeError when the cell ran; a NUL a ValueError in open()
+        ({"data": 1}, "data = 1: expected a file or folder name"),
+        ({"trace": ""}, "trace = '': expected a file or folder name"),
+        ({"trace": "a\0b"}, r"trace = 'a\\x00b': a file name cannot hold a NUL character"),
+        ({"profile": "\0"}, "profile = .*: a file name cannot hold a NUL character"),
+    ],
+)
+def test_cell_file_names_are_checked_before_any_cell_runs(fixed, message):
+    from palopt.sim.experiments import prepare, simulate_cell
+
+    with pytest.raises(InputError, match=message):
+        prepare(SweepSpec({"seed": (0, 1)}, fixed))
+    with pytest.raises(InputError, match=message):
+        simulate_cell({**fixed, "cluster": "1x2"})

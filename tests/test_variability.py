@@ -49,6 +49,9 @@ def test_read_measurements_median_per_gpu_and_normalised(tmp_path: Path) -> None
     assert np.median(p.values[0]) == 1.0
     raw = read_measurements(f, ["cab", "node", "dev"], ["perf"], normalise=False)
     assert raw.classes == ("perf",) and np.allclose(raw.values[0], [12, 20, 30])
+    # a node number of 4,301 digits: int() raised ValueError; unpadded as any other
+    f = write(tmp_path / "long.csv", f"node,perf\n0{'9' * 4301},10\n-007,12\n")
+    assert read_measurements(f, ["node"], ["perf"]).gpus == ("9" * 4301, "-7")
 
 
 def test_longhorn_profile(longhorn: VariabilityProfile) -> None:
@@ -333,6 +336,11 @@ def test_cli_import_bad_files(
             '"values": {"A": ["x"]}}',
             "values.A.g",
         ),
+        (  # a key with a line break broke the message over two lines
+            '{"format": "palopt.profile/1", "classes": ["A"], "gpus": ["g"], '
+            '"values": {"A": [1.0], "B\\n": [1.0]}}',
+            "values.B\\n = [1.0]: unknown field",
+        ),
     ],
 )
 def test_cli_show_bad_files(tmp_path: Path, capsys, content: str, expect: str) -> None:
@@ -340,6 +348,7 @@ def test_cli_show_bad_files(tmp_path: Path, capsys, content: str, expect: str) -
     assert main(["profile", "show", str(f)]) == 2
     err = capsys.readouterr().err
     assert str(f) in err and expect in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
 
 
 def test_cli_missing_file(tmp_path: Path, capsys) -> None:

@@ -14,15 +14,13 @@ from palopt.io import write_text
 from palopt.sim.experiments import (
     BASELINES,
     CELL_KEYS,
+    PATH_KEYS,
     format_tables,
     improvement_table,
     prepare,
     simulate_cell,
 )
 from palopt.sweep import load_grid, run_sweep
-
-#: Cell parameters that name files; relative ones are taken from the grid file's folder.
-PATH_KEYS = ("data", "trace", "profile")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,10 +56,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def simulate_from(base: Path, cell: dict[str, Any]) -> dict[str, Any]:
     """:func:`~palopt.sim.experiments.simulate_cell` with the cell's relative file parameters
-    (:data:`PATH_KEYS`) read from ``base``, the grid file's folder. The cells keep the paths as
-    the grid writes them, so a cell's id, and whether it is done, do not depend on the folder
-    the sweep runs from (the grid file's folder, seen from the results folder, is in the id:
-    see :func:`~palopt.sim.experiments.prepare`)."""
+    (:data:`~palopt.sim.experiments.PATH_KEYS`) read from ``base``, the grid file's folder. The
+    cells keep the paths as the grid writes them, so a cell's id, and whether it is done, do not
+    depend on the folder the sweep runs from (the grid file's folder, seen from the results
+    folder, is in the id: see :func:`~palopt.sim.experiments.prepare`)."""
     return simulate_cell(
         {k: str(base / v) if k in PATH_KEYS and isinstance(v, str) else v for k, v in cell.items()}
     )

@@ -43,13 +43,14 @@ import networkx as nx
 
 from palopt.errors import InputError
 from palopt.io import read_text
+from palopt.topology import MAX_LOCAL
 
 __all__ = ["GpuMatrix", "parse_nvidia_smi", "read_nvidia_smi", "PCIE_CLASSES"]
 
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
 _ALIASES = {"SOC": "SYS"}
 _GPU = re.compile(r"^GPU(\d+)$")
-_NV = re.compile(r"^NV([1-9]\d*)$")
+_NV = re.compile(r"^NV([1-9]\d{0,2})$")  # 1 to 999 links (an H100 has 18)
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
@@ -124,7 +125,8 @@ def _entry(where: str, token: str, column: str) -> str:
     raise InputError(
         where,
         token,
-        f"unknown entry in column {column}; expected X, NV<k>, {', '.join(PCIE_CLASSES)}",
+        f"unknown entry in column {column}; expected X, NV<k> (k from 1 to 999), "
+        f"{', '.join(PCIE_CLASSES)}",
     )
 
 
@@ -166,11 +168,23 @@ def parse_nvidia_smi(text: str, source: str = "<string>") -> GpuMatrix:
         raise InputError(source, text[:40], "no GPU matrix header (a line starting with GPU0)")
     header = lines[header_at].split()
     columns: list[str] = []
+    numbers: dict[int, str] = {}  # GPU number -> its column (GPU01 and GPU1 are one GPU)
     for word in header:
-        if not _GPU.match(word):
+        m = _GPU.match(word)
+        if not m:
             break
-        if word in columns:
-            raise InputError(f"{source}:{header_at + 1}", word, "GPU column given twice")
+        digits = m.group(1).lstrip("0") or "0"
+        if len(digits) > len(str(MAX_LOCAL)) or int(digits) >= MAX_LOCAL:
+            raise InputError(
+                f"{source}:{header_at + 1}", word, f"a GPU number from 0 to {MAX_LOCAL - 1}"
+            )
+        if int(digits) in numbers:
+            raise InputError(
+                f"{source}:{header_at + 1}",
+                word,
+                f"GPU column given twice (as {numbers[int(digits)]})",
+            )
+        numbers[int(digits)] = word
         columns.append(word)
     n = len(columns)
     rows: dict[str, tuple[int, tuple[str, ...]]] = {}
@@ -220,8 +234,7 @@ def parse_nvidia_smi(text: str, source: str = "<string>") -> GpuMatrix:
                     f"{col_a}/{col_b} differs from {col_b}/{col_a} "
                     f"({other!r}): the matrix must be symmetric",
                 )
-    local = tuple(int(_GPU.match(c).group(1)) for c in columns)  # type: ignore[union-attr]
-    return GpuMatrix(source, local, tuple(rows[c][1] for c in columns))
+    return GpuMatrix(source, tuple(numbers), tuple(rows[c][1] for c in columns))
 
 
 def read_nvidia_smi(path: str | Path) -> GpuMatrix:

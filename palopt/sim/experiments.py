@@ -96,6 +96,21 @@ CELL_KEYS: Mapping[str, Any] = {
     "time_limit": None,  # each placement solve's limit in seconds; None: the solver's own
     "check": False,  # check every placement (palopt.cost.assert_feasible; slower)
 }
+#: Cell parameters that name files or folders.
+PATH_KEYS = ("data", "trace", "profile")
+
+
+def _check_paths(cell: Mapping[str, Any]) -> None:
+    """Refuse a :data:`PATH_KEYS` value that is not a file name (``data = 1`` raised a
+    ``TypeError`` in ``Path``, a NUL a ``ValueError`` in ``open``)."""
+    for key in PATH_KEYS:
+        value = cell.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
+            raise InputError(key, value, "expected a file or folder name")
+        if "\0" in str(os.fspath(value)):
+            raise InputError(key, value, "a file name cannot hold a NUL character")
 
 
 @lru_cache(maxsize=8)
@@ -211,6 +226,7 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
             f"unknown parameter; known: {', '.join(CELL_KEYS)}",
         )
     cell = {**CELL_KEYS, **params}
+    _check_paths(cell)
     data = Path(cell["data"]) if cell["data"] is not None else None
     if cell["profile"] is None and data is None:
         raise InputError("profile", None, "give 'profile' or 'data'")
@@ -306,6 +322,7 @@ def prepare(spec: SweepSpec, files_from: Path | None = None) -> SweepSpec:
     fixed = {**{k: v for k, v in CELL_KEYS.items() if k not in spec.grid}, **spec.fixed}
     checked: set[tuple[str, str, str]] = set()
     for cell in expand(replace(spec, fixed=fixed)):
+        _check_paths(cell)
         for key, make in (("placement", _placement), ("scheduler", get_policy)):
             options = _options(cell, f"{key}_options")
             seen = (key, str(cell[key]), json.dumps(options, sort_keys=True, default=str))

@@ -20,6 +20,7 @@ from palopt.errors import (
     check_flag,
     check_number,
     check_seed,
+    is_finite_number,
     is_number,
 )
 from palopt.instance import PRINTABLE
@@ -170,7 +171,7 @@ def check_trace(trace: Sequence[TraceJob]) -> None:
         seen.add(job.id)
         check_count(job.num_gpus, f"{where}.num_gpus")
         for name, value in (("duration", job.iterations), ("base_iter_time", job.base_iter_time)):
-            if not is_number(value) or not 0 < value < math.inf:
+            if not is_finite_number(value) or not value > 0:  # 10**400 has no float
                 raise InputError(f"{where}.{name}", value, "must be a finite positive number")
         if job.ideal_seconds > MAX_TIME_S:  # a run that long never ended (1e308 iterations)
             raise InputError(
