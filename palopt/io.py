@@ -356,9 +356,16 @@ def data_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
-def _check_file_name(path: object, field_name: str = "path") -> None:
+def check_file_name(path: object, field_name: str = "path") -> None:
     """Refuse what is not a file name, an empty one (``Path("")`` is the current folder) or one
-    with a NUL character (which ``open`` refuses with a ``ValueError``)."""
+    with a NUL character (which ``open`` refuses with a ``ValueError``): an :class:`InputError`
+    naming ``field_name``.
+
+    >>> check_file_name("a\\0b", "trace")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: trace = 'a\\x00b': a file name cannot hold a NUL character
+    """
     if not isinstance(path, (str, os.PathLike)):
         raise InputError(field_name, type(path).__name__, "expected a file name")
     name = os.fspath(path)
@@ -402,7 +409,7 @@ def read_text(path: str | Path) -> str:
     ...
     palopt.errors.InputError: .../b.txt = 'byte 4': not a UTF-8 text file
     """
-    _check_file_name(path)
+    check_file_name(path)
     try:
         return Path(path).read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -437,7 +444,7 @@ def write_text(path: str | Path, text: str) -> None:
     ...     sorted(p.name for p in Path(folder).iterdir()), read_text(f"{folder}/a.json")
     (['a.json'], '{}')
     """
-    _check_file_name(path)
+    check_file_name(path)
     path = Path(os.path.realpath(path))
     if path.exists() and not path.is_file() and not path.is_dir():
         with open(path, "w", encoding="utf-8", newline="") as fh:
@@ -583,7 +590,7 @@ def read_csv(
     options.setdefault("index_col", False)
     source: str | os.PathLike[str] | IO[Any] = path
     if isinstance(path, (str, os.PathLike)):
-        _check_file_name(path, field_name or "path")
+        check_file_name(path, field_name or "path")
     else:  # a stream: read twice below, so held here
         content = path.read()
         source = io.StringIO(content) if isinstance(content, str) else io.BytesIO(content)

@@ -203,8 +203,8 @@ def test_after_a_bad_cell_on_ray_the_running_cells_are_kept(tmp_path, artifact_d
     ("fixed", "message"),
     [
         # Path(1) raised TypeError when the cell ran; a NUL a ValueError in open()
-        ({"data": 1}, "data = 1: expected a file or folder name"),
-        ({"trace": ""}, "trace = '': expected a file or folder name"),
+        ({"data": 1}, "data = 'int': expected a file name"),
+        ({"trace": ""}, "trace = '': an empty file name"),
         ({"trace": "a\0b"}, r"trace = 'a\\x00b': a file name cannot hold a NUL character"),
         ({"profile": "\0"}, "profile = .*: a file name cannot hold a NUL character"),
     ],

@@ -31,7 +31,7 @@ from palopt.errors import (
     refuse_differing,
 )
 from palopt.instance import penalty_matrix
-from palopt.io import read_csv
+from palopt.io import check_file_name, read_csv
 from palopt.sim.engine import SimConfig, simulate
 from palopt.sim.metrics import summary
 from palopt.sim.policies import get_policy
@@ -104,13 +104,8 @@ def _check_paths(cell: Mapping[str, Any]) -> None:
     """Refuse a :data:`PATH_KEYS` value that is not a file name (``data = 1`` raised a
     ``TypeError`` in ``Path``, a NUL a ``ValueError`` in ``open``)."""
     for key in PATH_KEYS:
-        value = cell.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, (str, os.PathLike)) or not os.fspath(value):
-            raise InputError(key, value, "expected a file or folder name")
-        if "\0" in str(os.fspath(value)):
-            raise InputError(key, value, "a file name cannot hold a NUL character")
+        if cell.get(key) is not None:
+            check_file_name(cell[key], key)
 
 
 @lru_cache(maxsize=8)
