@@ -44,12 +44,12 @@ from palopt.instance import (
     require_instance,
 )
 from palopt.topology import (
-    GPU,
+    ATTRIBUTE_KIND,
     KINDS,
+    LINKS,
     MAX_LOCAL,
     NVLINK,
     SERVER,
-    SWITCH,
     Topology,
     parse_shape,
 )
@@ -726,12 +726,8 @@ def instance_schema() -> dict[str, Any]:
     control = "\\u0000-\\u001f\\u007f-\\u009f"
     # No line break anywhere: Python's re (python-jsonschema) lets $ match before a final one.
     one_line = "(?!.*\\n)"
-    # A tier and a root are a switch's, a local index a GPU's.
-    not_here = {
-        GPU: ("tier", "root"),
-        SERVER: ("tier", "root", "local"),
-        SWITCH: ("local",),
-    }
+    # The attributes a node of each kind may not carry.
+    not_here = {k: [a for a, owner in ATTRIBUTE_KIND.items() if owner != k] for k in KINDS}
     edges = {  # networkx writes "edges" (3.4 and later) or "links"; either key is read
         "type": "array",
         "items": {
@@ -740,7 +736,7 @@ def instance_schema() -> dict[str, Any]:
             "properties": {
                 "source": {"type": "string"},
                 "target": {"type": "string"},
-                "link": {"enum": ["nvlink", "pcie", "network"]},
+                "link": {"enum": list(LINKS)},
             },
         },
     }

@@ -587,12 +587,12 @@ def _switch_levels(
         )
     depth = nx.single_source_shortest_path_length(net, roots[0])
     parent = dict(nx.bfs_predecessors(net, roots[0]))
-    for s in switches:
-        if s in parent and kind[parent[s]] != SWITCH:
+    for node, up in parent.items():  # servers and switches, seen from the root
+        if kind[up] != SWITCH:
             raise InputError(
-                f"{field_name}.nodes[{s}]",
-                parent[s],
-                "a switch must hang from a switch, not a server",
+                f"{field_name}.nodes[{node}]",
+                up,
+                f"a {kind[node]} must hang from a switch, not a server",
             )
     max_depth = max(depth[s] for s in switches)
     # A leaf switch (no switch below it) is at the deepest level whatever its depth, so the
@@ -639,12 +639,6 @@ def _switch_levels(
         chain = []
         node = parent[s]
         while True:
-            if kind[node] != SWITCH:
-                raise InputError(
-                    f"{field_name}.nodes[{s}]",
-                    node,
-                    "a server must hang from a switch, not another server",
-                )
             chain.append(node)
             if node == roots[0]:
                 break

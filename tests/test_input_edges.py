@@ -362,6 +362,13 @@ def _edit_node_link(edit):
             ),
             r"nodes\[x\] = 's2': a switch must hang from a switch, not a server",
         ),
+        (  # one check for both kinds
+            lambda d: (
+                d["nodes"].append({"id": "s3", "kind": "server"})
+                or d["edges"].append({"source": "s2", "target": "s3", "link": "network"})
+            ),
+            r"nodes\[s3\] = 's2': a server must hang from a switch, not a server",
+        ),
         (
             lambda d: (
                 d["nodes"].append({"id": "m", "kind": "switch", "tier": "rack"})

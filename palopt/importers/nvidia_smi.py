@@ -174,17 +174,16 @@ def parse_nvidia_smi(text: str, source: str = "<string>") -> GpuMatrix:
         if not m:
             break
         digits = m.group(1).lstrip("0") or "0"
-        if len(digits) > len(str(MAX_LOCAL)) or int(digits) >= MAX_LOCAL:
+        number = int(digits) if len(digits) <= len(str(MAX_LOCAL)) else MAX_LOCAL
+        if number >= MAX_LOCAL:
             raise InputError(
                 f"{source}:{header_at + 1}", word, f"a GPU number from 0 to {MAX_LOCAL - 1}"
             )
-        if int(digits) in numbers:
+        if number in numbers:
             raise InputError(
-                f"{source}:{header_at + 1}",
-                word,
-                f"GPU column given twice (as {numbers[int(digits)]})",
+                f"{source}:{header_at + 1}", word, f"GPU column given twice (as {numbers[number]})"
             )
-        numbers[int(digits)] = word
+        numbers[number] = word
         columns.append(word)
     n = len(columns)
     rows: dict[str, tuple[int, tuple[str, ...]]] = {}
