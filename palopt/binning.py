@@ -203,8 +203,7 @@ def kmeans_1d(values: Sequence[float] | np.ndarray, k: int) -> tuple[np.ndarray,
     ([1, 0, 0, 1], [1.1, 5.2])
     """
     x = _check_values(values)
-    if not isinstance(k, (int, np.integer)) or k < 1:
-        raise InputError("k", k, "must be a positive integer")
+    k = check_count(k, "k")
     if k > len(np.unique(x)):
         raise InputError("k", k, f"more clusters than distinct values ({len(np.unique(x))})")
     return _KMeansDP(x).solve(k)

@@ -176,3 +176,27 @@ def test_bad_input(kwargs: dict, field: str) -> None:
 def test_kmeans_1d_rejects_too_many_clusters() -> None:
     with pytest.raises(InputError, match="distinct"):
         kmeans_1d([1.0, 1.0, 2.0], 3)
+
+
+@pytest.mark.parametrize("k", [0, -1, 1.5, True, "2"])
+def test_kmeans_1d_rejects_a_k_that_is_not_a_positive_integer(k: object) -> None:
+    with pytest.raises(InputError, match="must be a positive integer") as err:
+        kmeans_1d([1.0, 2.0, 3.0], k)  # type: ignore[arg-type]
+    assert err.value.field == "k"
+
+
+def test_kmeans_1d_is_exact_far_from_zero() -> None:
+    # Sums of squares taken about the mean, not zero: at 1e8 the raw squares (1e16) would
+    # swamp the differences of 1e-3 between values.
+    x = np.array([0.0, 0.001, 0.002, 0.5, 0.501, 0.502, 1.3, 1.301])
+    labels, centres, sse = kmeans_1d(x, 3)
+    far, far_centres, far_sse = kmeans_1d(x + 1e8, 3)
+    assert labels.tolist() == far.tolist() == [0, 0, 0, 1, 1, 1, 2, 2]
+    assert far_centres - 1e8 == pytest.approx(centres, abs=1e-7)
+    assert far_sse == pytest.approx(sse, abs=1e-7) and sse == pytest.approx(4.5e-6)
+
+
+def test_artifact_rule_names_the_first_value_it_cannot_divide_by() -> None:
+    with pytest.raises(InputError, match="the artifact rule needs positive values") as err:
+        bin_values([0.5, -1.0, 2.0, 0.0], method="artifact")
+    assert (err.value.field, err.value.value) == ("values", -1.0)

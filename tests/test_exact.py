@@ -91,8 +91,14 @@ def tiny_instances(draw: st.DrawFn) -> Instance:
     classes = ("A", "B")[: draw(st.integers(1, 2))]
     levels = draw(st.sampled_from([(1.0, 1.1, 1.5), (0.9, 1.0, 1.02, 1.3, 2.0)]))
     sd = np.array([[draw(st.sampled_from(levels)) for _ in range(n)] for _ in classes])
-    rack, cluster = draw(st.sampled_from([(1.7, 1.7), (1.5, 2.0), (1.0, 1.3)]))
-    pen = np.array([[1.0, rack, cluster][: len(topo.tiers)] for _ in classes])
+    penalties = [
+        (1.0, 1.7, 1.7),
+        (1.0, 1.5, 2.0),
+        (1.0, 1.0, 1.3),
+        (0.8, 1.5, 2.0),
+        (1.2, 1.2, 1.5),
+    ]
+    pen = np.array([draw(st.sampled_from(penalties))[: len(topo.tiers)] for _ in classes])
     busy = np.zeros(n, dtype=bool)
     if draw(st.booleans()):
         busy[draw(st.integers(0, n - 1))] = True
@@ -132,7 +138,11 @@ def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) 
     # cpsat and milp agree (they may differ among equal-cost placements)
     assert len({round(r.objective, 6) for r in results}) == 1
     rnd = make_round(inst, mode, keep)
-    assert lower_bound(rnd) + round_cost(inst, rnd.fixed) <= at_most(optimum)
+    cheap = lower_bound(rnd) + round_cost(inst, rnd.fixed)
+    assert cheap <= at_most(optimum)
+    if len(rnd.multi) + bool(rnd.single_groups()) == 1:
+        # one multi-GPU job alone, or only 1-GPU jobs (a transportation problem): exact
+        assert cheap == pytest.approx(optimum, rel=1e-9)
     if rnd.open_positions:
         start = _checked_greedy(rnd)
         ub = round_cost(inst, start)
@@ -147,6 +157,23 @@ def test_exact_solvers_match_brute_force(inst: Instance, mode: str, keep: bool) 
 def at_most(optimum: float) -> float:
     """The largest a bound on ``optimum`` may be: the optimum, give or take float rounding."""
     return optimum + 1e-12 * max(abs(optimum), 1.0)
+
+
+def test_cheap_bound_counts_only_free_gpus() -> None:
+    # GPU 0 is busy and running job r keeps GPU 1: job a's best is server 1 at 1.5 (not
+    # server 0 at 1.0).
+    inst = Instance(
+        build_cluster(1, 2, 2),
+        ("A",),
+        np.array([[1.0, 1.0, 1.5, 1.5]]),
+        np.array([[1.0, 1.7, 1.7]]),
+        (Job("a", 2, "A"), Job("r", 1, "A", current_gpus=(1,))),
+        busy=np.eye(1, 4, 0, dtype=bool)[0],
+    )
+    assert lower_bound(make_round(inst, keep_running=True)) == 1.5
+    result = solve(inst, "cpsat", keep_running=True)
+    assert_feasible(inst, result)
+    assert result.objective == 1.5 + 1.0
 
 
 def test_bounds_stay_below_the_optimum_within_the_lp_tolerances() -> None:
@@ -770,7 +797,6 @@ def test_running_jobs_move_unless_kept() -> None:
 
 
 def test_bad_options_name_the_field() -> None:
-
     with pytest.raises(InputError, match="cpsat.mode"):
         get_solver("cpsat", mode="all")
     with pytest.raises(InputError, match="milp.backend"):
@@ -782,6 +808,8 @@ def test_bad_options_name_the_field() -> None:
             get_solver("cpsat", **{flag: "no"})  # bool("no") is true
     with pytest.raises(InputError, match="greedy.keep_running = 2: must be true or false"):
         get_solver("greedy", keep_running=2)
+    with pytest.raises(InputError, match="greedy.mode = 'all': must be one of"):
+        get_solver("greedy", mode="all")  # when the solver is made, before any solve
     for key, value in (
         ("scale", float("inf")),
         ("scale", True),

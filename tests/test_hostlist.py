@@ -24,6 +24,7 @@ from palopt.hostlist import compress_hostlist, expand_hostlist
         ("login", ["login"]),
         (" a1,b2 ", ["a1", "b2"]),
         ("r[1-2]n[1-2]", ["r1n1", "r1n2", "r2n1", "r2n2"]),
+        ("a[1-2]b[3]c[5-6]", ["a1b3c5", "a1b3c6", "a2b3c5", "a2b3c6"]),
         ("x[3]-ib", ["x3-ib"]),
         # white space separates as Slurm's does ("a1 a2" was one host name with a space)
         ("a1 a2", ["a1", "a2"]),
@@ -51,6 +52,7 @@ def test_expand(text: str, names: list[str]) -> None:
         # compressing it back (palopt topology show) raised ValueError in int()
         ("n" + "9" * 4301, "a name of 4,302 characters"),
         ("n[1-2]" + "x" * 260, "a name of 262 characters"),
+        ("a," + "x" * 300, "a name of 300 characters"),
     ],
 )
 def test_expand_errors(text: str, problem: str) -> None:

@@ -102,11 +102,18 @@ def test_checker_finds_every_violation():
         busy=np.eye(1, 8, 7, dtype=bool)[0],
     )
     assert check_feasible(busy, {"a": [0, 1], "c": [2, 3]}) == []
-    problems = check_feasible(busy, {"a": [0, 0], "c": [0, 7], "zz": [1], "x": []})
-    text = " | ".join(problems)
-    assert "twice" in text and "busy" in text and "both" in text and "not in the queue" in text
+    assert check_feasible(busy, {"a": [0, 1], "c": [], "x": []}) == []  # [] means not placed
+    assert check_feasible(busy, {"a": [0, 0], "c": [0, 7], "zz": [1], "x": []}) == [
+        "job 'a' got a GPU twice: [0, 0]",
+        "GPU gpu0 given to both 'a' and 'c'",
+        "job 'c' got busy GPU gpu7",
+        "job 'zz' is not in the queue",
+    ]
     assert check_feasible(busy, {"a": [0, 1, 2]}) == ["job 'a' needs 2 GPUs, got 3"]
-    assert "not in the topology" in check_feasible(busy, {"a": [0, 99]})[0]
+    for g in (8, 99, -1):  # the topology has GPUs 0 to 7
+        assert check_feasible(busy, {"a": [0, g]}) == [
+            f"job 'a' got GPU index {g}, not in the topology"
+        ]
 
 
 def test_checker_holds_a_result_to_its_gpus():
@@ -118,7 +125,7 @@ def test_checker_holds_a_result_to_its_gpus():
     assert check_feasible(inst, result) == []
     a, b, c = result.placements
     assert b.action == "keep" and c.placed
-    bad_cost = replace(c, cost=c.cost * 1.01)
+    bad_cost = replace(c, cost=c.cost * (1 + 1e-7))  # the checker allows 1e-9 relative
     for broken, message in (
         (replace(result, placements=(a, a, c)), "not the queue's one by one in its order"),
         (replace(result, placements=(a, c, b)), "not the queue's one by one in its order"),
@@ -126,7 +133,7 @@ def test_checker_holds_a_result_to_its_gpus():
         (replace(result, placements=(a, b, bad_cost)), f"job 'c': cost {bad_cost.cost}"),
         (replace(result, placements=(a, b, replace(c, tier="server"))), "on tier server"),
         (replace(result, n_placed=2), "n_placed 2, 3 jobs placed"),
-        (replace(result, objective=result.objective + 0.1), "its placements cost"),
+        (replace(result, objective=result.objective * (1 + 1e-7)), "its placements cost"),
     ):
         assert any(message in problem for problem in check_feasible(inst, broken)), broken
     waiting = replace(b, gpus=(), action="preempt", cost=None, tier=None)
@@ -134,6 +141,47 @@ def test_checker_holds_a_result_to_its_gpus():
     assert check_feasible(inst, unplaced) == [
         f"objective {result.objective}, its placements cost {result.objective - 2.0 * b.cost}"
     ]
+    # The tolerances are relative, 1e-9, at any magnitude: a float rounding passes; a result
+    # placing nothing must cost exactly 0.
+    assert check_feasible(inst, replace(result, objective=result.objective * (1 + 1e-12))) == []
+    none = tuple(replace(p, gpus=(), action="wait", cost=None, tier=None) for p in (a, c))
+    nothing = replace(result, placements=(none[0], waiting, none[1]), n_placed=0)
+    assert check_feasible(inst, replace(nothing, objective=0.0)) == []
+    assert "its placements cost 0.0" in check_feasible(inst, replace(nothing, objective=1e-10))[0]
+    tiny = Instance(inst.topology, inst.classes, inst.slowdown * 1e-3, inst.penalty, inst.queue)
+    result = solve(tiny, "pal")
+    assert check_feasible(tiny, result) == []
+    first = result.placements[0]
+    for broken in (
+        replace(
+            result,
+            placements=(replace(first, cost=first.cost * (1 + 1e-7)), *result.placements[1:]),
+        ),
+        replace(result, objective=result.objective * (1 + 1e-7)),
+    ):
+        assert check_feasible(tiny, broken) != []
+
+
+def test_checker_reads_gpu_sets_in_any_order():
+    # A job keeps its GPUs whatever order its current GPUs and its placement list them in.
+    inst = Instance(
+        build_cluster(1, 2, 2),
+        ("A",),
+        np.ones((1, 4)),
+        np.ones((1, 3)),
+        (Job("k", 2, "A", current_gpus=(1, 0)), Job("m", 2, "A", current_gpus=(2, 3))),
+    )
+    result = solve(inst, "packed-sticky")
+    assert [(p.gpus, p.action) for p in result.placements] == [((0, 1), "keep"), ((2, 3), "keep")]
+    k, m = result.placements
+    assert check_feasible(inst, result) == []
+    assert check_feasible(inst, replace(result, placements=(k, replace(m, gpus=(3, 2))))) == []
+    moved = replace(result, placements=(k, replace(m, action="migrate")))
+    assert check_feasible(inst, moved) == ["job 'm': action 'migrate', its GPUs call for 'keep'"]
+    placed = evaluate(inst, {"m": [3, 2]})
+    assert (placed.placed, placed.n_placed, placed.total_cost) == ((False, True), 1, 1.0)
+    with pytest.raises(InputError, match="assignment"):
+        evaluate(inst, [("m", [3, 2])])
 
 
 def test_json_round_trip_preserves_everything():

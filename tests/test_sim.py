@@ -25,7 +25,7 @@ from palopt.sim import (
     synthetic_trace,
 )
 from palopt.sim.engine import DONE, RUNNING, SimulationStalled
-from palopt.sim.metrics import format_summary
+from palopt.sim.metrics import format_summary, job_table
 from palopt.sim.trace import MAX_TIME_S
 from palopt.solvers.base import build_result
 from palopt.topology import build_cluster
@@ -150,6 +150,47 @@ def test_utilisation_is_held_gpu_time_over_the_makespan():
         simulate(topo, flat(2), [job("a", 1, 0, 200)], "pal", "fifo", SimConfig(100, check=True))
     )
     assert s["gpu_utilisation"] == 0.5
+
+
+def test_summary_and_job_table_by_hand():
+    # One GPU, rounds of 60 s, FIFO. Untracked x runs 0-120; tracked a (submitted at 30) runs
+    # 120-180, b (at 100) 180-300; the GPU idles until c (at 400) runs 420-480; untracked y
+    # (at 400) runs 480-600 and tracked w (at 450) still waits at the 600 s horizon.
+    trace = [
+        replace(job("x", 1, 0, 120), tracked=False),
+        job("a", 1, 30, 60),
+        job("b", 1, 100, 120),
+        job("c", 1, 400, 60),
+        replace(job("y", 1, 400, 120), tracked=False),
+        job("w", 1, 450, 600),
+    ]
+    cfg = SimConfig(round_s=60, max_time_s=600, check=True)
+    res = simulate(build_cluster(1, 1, 1), flat(1), trace, "pal", "fifo", cfg)
+    s = summary(res)
+    assert (s["jobs"], s["unfinished"]) == (3, 1)
+    jct = [150.0, 200.0, 80.0]  # a, b, c
+    assert s["avg_jct_h"] * 3600 == pytest.approx(sum(jct) / 3)
+    assert s["median_jct_h"] * 3600 == pytest.approx(150.0)
+    assert s["p99_jct_h"] * 3600 == pytest.approx(150.0 + 0.98 * 50.0)  # linear, as numpy
+    assert s["avg_queueing_delay_h"] * 3600 == pytest.approx((90.0 + 80.0 + 20.0) / 3)
+    # From a's submission to c's end; the GPU is held 330 s of those 450 (30 s of x's first
+    # round, x's second, a, b, c; not y's rounds after c).
+    assert s["makespan_h"] * 3600 == pytest.approx(450.0)
+    assert s["gpu_utilisation"] == pytest.approx(330.0 / 450.0)
+    table = job_table(res)
+    assert table["job_id"].tolist() == ["x", "a", "b", "c", "y", "w"]
+    assert table["first_start_s"].tolist()[:5] == [0.0, 120.0, 180.0, 420.0, 480.0]
+    assert table["queueing_delay_s"].tolist()[:5] == [0.0, 90.0, 80.0, 20.0, 80.0]
+    assert table["jct_s"].tolist()[:4] == [120.0, 150.0, 200.0, 80.0]
+    assert np.isnan(table["first_start_s"].iloc[5]) and np.isnan(table["finish_s"].iloc[4])
+    # Stopped before any tracked job completes: no makespan, no utilisation, no JCT.
+    s = summary(
+        simulate(
+            build_cluster(1, 1, 1), flat(1), trace, "pal", "fifo", replace(cfg, max_time_s=100)
+        )
+    )
+    assert (s["jobs"], s["unfinished"], s["makespan_h"], s["gpu_utilisation"]) == (0, 4, 0.0, 0.0)
+    assert math.isnan(s["avg_jct_h"]) and math.isnan(s["p99_jct_h"])
 
 
 def test_las_preempts_and_restart_cost():
