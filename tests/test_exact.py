@@ -581,6 +581,40 @@ def test_a_bound_that_meets_the_placement_proves_it() -> None:
         assert r.settings["proof"] == "lower bound" and "n_vars" not in r.settings
 
 
+class _ShortBound(CpSatSolver):
+    """A back end whose bound falls ``short`` (relative) under its solution's value."""
+
+    status = Status.FEASIBLE
+    short = 1e-4
+
+    def run(self, sp, start, time_limit, seed):  # type: ignore[no-untyped-def]
+        answer = super().run(sp, start, time_limit, seed)
+        value = float(sp.objective @ answer.solution)
+        return replace(answer, status=self.status, bound=value * (1 - self.short))
+
+
+class _ShortProof(_ShortBound):
+    status = Status.OPTIMAL
+    short = 1e-3
+
+
+def test_optimal_only_within_the_gap() -> None:
+    # A back end's bound 1e-4 under the placement proves it within gap=1e-3, not within the
+    # default 1e-6; a back end claiming "optimal" 1e-3 from its own bound is not taken.
+    inst = _three_pairs_two_racks()
+    assert lower_bound(make_round(inst)) < (1 - 1e-3) * brute_force(inst)
+    for solver, gap, status in (
+        (_ShortBound(formulation="compact"), 1e-4, Status.FEASIBLE),
+        (_ShortBound(formulation="compact", gap=1e-3), 1e-4, Status.OPTIMAL),
+        (_ShortProof(formulation="compact"), 1e-3, Status.FEASIBLE),
+    ):
+        r = solver.solve(inst)
+        assert_feasible(inst, r)
+        assert r.objective == pytest.approx(brute_force(inst))
+        assert r.status == status and r.gap == pytest.approx(gap, rel=1e-3)
+        assert ("proof" in r.settings) == (status == Status.OPTIMAL)
+
+
 def test_no_time_left_after_building_means_no_back_end(monkeypatch) -> None:
     # By the wall clock a back end given less time than taking the model needs is not called
     # (it would overrun the limit with nothing to show); deterministic time is always spent.
@@ -727,7 +761,7 @@ def test_column_generation_far_from_its_lp_value_is_followed_by_the_subgradient_
     steps = r.settings["lagrangian_steps"]
     assert steps >= 1
     subgradient, _ = lagrangian_bound(make_round(inst), r.settings["greedy_cost"], 1e9, steps)
-    assert r.bound >= subgradient > lower_bound(make_round(inst))
+    assert r.bound == subgradient > lower_bound(make_round(inst))  # column generation's is lower
     assert r.bound <= r.objective
     small = _sample(16, 1.0, 0)
     converged = solve(small, "cpsat", time_limit=1.0, deterministic=True)
@@ -810,6 +844,8 @@ def test_bad_options_name_the_field() -> None:
         get_solver("greedy", keep_running=2)
     with pytest.raises(InputError, match="greedy.mode = 'all': must be one of"):
         get_solver("greedy", mode="all")  # when the solver is made, before any solve
+    with pytest.raises(InputError, match="mode = 'all': must be one of"):
+        select_positions(_three_pairs_two_racks(), "all")
     for key, value in (
         ("scale", float("inf")),
         ("scale", True),

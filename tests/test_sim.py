@@ -442,13 +442,19 @@ def test_policy_orders():
     # Tiresias' settings: job 2's 5000 GPU-s is in the top queue below a 6000 threshold; job 0
     # (waited 600 s, 2x its 300 s run) is promoted past jobs 1 and 3, now below it (200 GPU-s).
     assert get_policy("tiresias", thresholds=[6000]).order(q, State).tolist() == [0, 1, 2, 3]
-    State.waited_s = np.array([600.0, 0.0, 0.0, 0.0])
+    # Job 2 waited 150 s, under 2x its 100 s run: not promoted.
+    State.waited_s = np.array([600.0, 0.0, 150.0, 0.0])
     promoting = get_policy("tiresias", thresholds=[200], promote_knob=2)
     assert promoting.order(q, State).tolist() == [0, 1, 3, 2]
+    assert get_policy("tiresias").thresholds.tolist() == [3600.0, 36000.0]  # as documented
     assert get_policy("tiresias", thresholds=[200]).order(q, State).tolist() == [1, 3, 0, 2]
     for name, options, message in (
         ("fifo", {"promote_knob": 2}, "fifo.promote_knob = 2: unknown option for this policy"),
         ("tiresias", {"thresholds": [10, 5]}, "thresholds = \\[10, 5\\]: must be strictly"),
+        ("tiresias", {"thresholds": [10, 10]}, "thresholds = \\[10, 10\\]: must be strictly"),
+        ("tiresias", {"thresholds": "600"}, "thresholds = '600': expected a list of GPU-seconds"),
+        ("tiresias", {"thresholds": 600}, "thresholds = 600: expected a list of GPU-seconds"),
+        (get_policy("fifo"), {"thresholds": [1]}, "a policy object takes no options"),
         ("tiresias", {"thresholds": ["1h"]}, "thresholds\\[0\\] = '1h'"),
         ("tiresias", {"promote_knob": 0}, "promote_knob = 0: must be a finite number > 0"),
     ):
