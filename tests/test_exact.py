@@ -522,7 +522,7 @@ class _NoAnswer(CpSatSolver):
 
 class _WrongAnswer(CpSatSolver):
     def run(self, sp, start, time_limit, seed):  # type: ignore[no-untyped-def]
-        return BackendAnswer(Status.OPTIMAL, np.zeros(sp.n_vars), 0.0)
+        return BackendAnswer(Status.OPTIMAL, np.zeros(sp.n_vars), 1e18)  # and a wild bound
 
 
 class _NothingCheaper(CpSatSolver):

@@ -193,6 +193,23 @@ def test_summary_and_job_table_by_hand():
     assert math.isnan(s["avg_jct_h"]) and math.isnan(s["p99_jct_h"])
 
 
+def test_tiresias_promotes_a_job_that_waited_as_long_as_it_ran():
+    # Two 2-GPU jobs of 1,000 s on 2 GPUs, rounds of 100 s, one threshold at 1,000 GPU-s. a runs
+    # from 0 and drops to the lower queue at 500 (1,000 GPU-s); b runs from 500. Without the
+    # knob b runs to its end (a: 1,500, b: 2,000). With promote_knob=1 a job whose waiting time
+    # reaches its run time goes back to the top: a at 1,000 (waited 500, ran 500), then the
+    # two alternate round by round (b waited 500 at 1,100 against 500 run, a 600 at 1,200...).
+    trace = [job("a", 2, 0, 1000), job("b", 2, 50, 1000)]
+    cfg = SimConfig(round_s=100, check=True)
+    for knob, finishes, preemptions in ((None, [1500, 2000], [1, 1]), (1.0, [1900, 2000], [5, 5])):
+        policy = get_policy("tiresias", thresholds=[1000], promote_knob=knob)
+        res = simulate(build_cluster(1, 1, 2), flat(2), trace, "pal", policy, cfg)
+        assert res.jobs.finish.tolist() == finishes
+        assert res.jobs.preemptions.tolist() == preemptions
+        assert res.jobs.waited_s.tolist() == [finishes[0] - 1000.0, finishes[1] - 1000.0 - 100.0]
+        assert res.jobs.attained_gpu_s.tolist() == [2000.0, 2000.0]
+
+
 def test_las_preempts_and_restart_cost():
     # One server of 2 GPUs. a (300 it) starts at 0; b (100 it) arrives at 50. Under LAS, b has
     # less attained service at t=100 and preempts a; b is done at 200, a resumes and is done
