@@ -176,6 +176,23 @@ def test_cheap_bound_counts_only_free_gpus() -> None:
     assert result.objective == 1.5 + 1.0
 
 
+@pytest.mark.parametrize(("weight", "factor"), [(1.0, 1.0), (0.5, 1.0), (0.3, 2.0), (0.2, 4.0)])
+def test_weights_are_doubled_until_every_job_costs_a_half(weight: float, factor: float) -> None:
+    # Each job's scaled cost is rounded down by less than 1 / scale; at a cost of 1/2 or more
+    # that is under 2 / scale relative, the resolution a proof is held to.
+    inst = Instance(
+        build_cluster(1, 2, 2),
+        ("A",),
+        np.array([[1.0, 1.0, 1.2, 1.3]]),
+        np.ones((1, 3)),
+        (Job("a", 2, "A", weight=weight), Job("b", 1, "A")),
+    )
+    r = solve(inst, "cpsat")
+    assert_feasible(inst, r)
+    assert r.settings["weight_factor"] == factor
+    assert r.status == Status.OPTIMAL and r.objective == pytest.approx(brute_force(inst))
+
+
 def test_bounds_stay_below_the_optimum_within_the_lp_tolerances() -> None:
     # 1-GPU jobs of weights 1 and 1e6: HiGHS's objective for their transportation LP, the
     # cheap bound, was 2e-6 above the optimum.
