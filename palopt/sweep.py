@@ -43,7 +43,7 @@ from typing import Any
 import pandas as pd
 
 from palopt.errors import InputError, PaloptError, check_fields
-from palopt.io import read_text, write_text
+from palopt.io import check_file_name, read_text, write_text
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -150,8 +150,8 @@ def load_grid(path: str | Path) -> SweepSpec:
     for key in ("out", "baseline"):
         if not isinstance(meta.get(key, ""), str):
             raise InputError(f"{path}: sweep.{key}", meta[key], "expected a string")
-    if "\0" in meta.get("out", ""):  # Path.resolve() raised a ValueError
-        raise InputError(f"{path}: sweep.out", meta["out"], "a folder name cannot hold a NUL")
+    if meta.get("out"):  # a NUL: Path.resolve() raised a ValueError ("" is the grid's folder)
+        check_file_name(meta["out"], f"{path}: sweep.out")
     out = path.parent / meta.get("out", f"runs/{path.stem}")
     return SweepSpec(axes, fixed, out, fmt, meta.get("baseline"))
 
