@@ -632,6 +632,26 @@ def test_optimal_only_within_the_gap() -> None:
         assert ("proof" in r.settings) == (status == Status.OPTIMAL)
 
 
+class _Dearest(CpSatSolver):
+    """A back end that answers with the model's dearest solution (valid, but no better)."""
+
+    def run(self, sp, start, time_limit, seed):  # type: ignore[no-untyped-def]
+        flipped = replace(sp, objective=[-c for c in sp.objective])
+        answer = super().run(flipped, None, time_limit, seed)
+        return BackendAnswer(Status.FEASIBLE, answer.solution, None)
+
+
+@pytest.mark.parametrize("warm_start", [True, False])
+def test_a_dearer_back_end_answer_does_not_replace_the_incumbent(warm_start: bool) -> None:
+    # The model keeps patterns up to the incumbent's cost, so a valid answer can cost more than
+    # it (6.2 here against 5.5): the incumbent stays.
+    inst = _three_pairs_two_racks()
+    r = _Dearest(formulation="compact", warm_start=warm_start).solve(inst)
+    assert_feasible(inst, r)
+    assert r.objective == pytest.approx(brute_force(inst)) == pytest.approx(5.5)
+    assert r.status == Status.FEASIBLE and r.settings["best_from"] == "greedy"
+
+
 def test_no_time_left_after_building_means_no_back_end(monkeypatch) -> None:
     # By the wall clock a back end given less time than taking the model needs is not called
     # (it would overrun the limit with nothing to show); deterministic time is always spent.

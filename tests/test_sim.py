@@ -234,6 +234,20 @@ def test_las_preempts_and_restart_cost():
     assert (finish(res, "a"), finish(res, "b")) == (300.0, 400.0)
 
 
+def test_a_running_job_past_the_window_is_preempted_and_counted():
+    # Non-sticky solvers see only the queue's longest prefix that fits, plus one job. At t=100
+    # LAS orders b, c (no service yet), then a (running, 100 s attained): a is cut off before
+    # the solver and preempted; b runs to 200, c to 300, and a's 200 iterations left to 500.
+    topo = build_cluster(1, 1, 2)
+    trace = [job("a", 2, 0, 300), job("b", 2, 50, 100), job("c", 1, 50, 100)]
+    for shortcuts in (True, False):
+        cfg = SimConfig(round_s=100, shortcuts=shortcuts, check=True)
+        res = simulate(topo, flat(2), trace, "packed-nonsticky", "las", cfg)
+        assert [finish(res, j) for j in "abc"] == [500.0, 200.0, 300.0]
+        assert res.jobs.preemptions.tolist() == [1, 0, 0]
+        assert [r.preempted for r in res.rounds] == [0, 1, 0, 0, 0, 0]
+
+
 def test_preemptions_faster_than_the_restart_cost_stall():
     # Two jobs of one server's 4 GPUs with equal service: LAS swaps them every round. With a
     # restart cost of a round or more, neither ever gains an iteration again; the run used to
@@ -465,6 +479,15 @@ def test_policy_orders():
     assert promoting.order(q, State).tolist() == [0, 1, 3, 2]
     assert get_policy("tiresias").thresholds.tolist() == [3600.0, 36000.0]  # as documented
     assert get_policy("tiresias", thresholds=[200]).order(q, State).tolist() == [1, 3, 0, 2]
+    # A job exactly at a threshold is in the queue below it (job 0, 300 GPU-s); one that waited
+    # exactly the knob times its run is promoted (job 2, 150 s = 1.5 x 100 s, joins the top queue).
+    assert get_policy("tiresias", thresholds=[300]).order(q, State).tolist() == [1, 3, 0, 2]
+    exact = get_policy("tiresias", thresholds=[300], promote_knob=1.5)
+    assert exact.order(q, State).tolist() == [0, 1, 2, 3]
+    # The queue comes in any order: ties and FIFO go by submit time, not queue position.
+    mixed = np.array([3, 1, 0, 2])
+    assert get_policy("fifo").order(mixed, State).tolist() == [0, 1, 2, 3]
+    assert get_policy("tiresias").order(mixed, State).tolist() == [0, 1, 3, 2]
     for name, options, message in (
         ("fifo", {"promote_knob": 2}, "fifo.promote_knob = 2: unknown option for this policy"),
         ("tiresias", {"thresholds": [10, 5]}, "thresholds = \\[10, 5\\]: must be strictly"),
@@ -685,11 +708,17 @@ def test_seeded_inputs_reject_a_negative_seed() -> None:
 
 @pytest.mark.parametrize(
     ("gpus", "problem"),
-    [((0, 1), "wrong count"), (None, "shared"), ((-1,), "out of range"), ((2,), "out of range")],
+    [
+        ((0, 1), "wrong count"),
+        ((2, 3), "wrong count"),
+        (None, "shared"),
+        ((-1,), "out of range"),
+        ((4,), "out of range"),
+    ],
 )
 def test_a_solver_that_gives_bad_gpus_is_named(gpus, problem):
-    # The second job's GPUs are replaced: too many, the first job's, or not in the cluster
-    # (-1 used to wrap around to the last GPU).
+    # The second job's GPUs are replaced: too many (two free GPUs too), the first job's, or not
+    # in the cluster (-1 used to wrap around to the last GPU).
     from dataclasses import replace
 
     from palopt.errors import PaloptError
@@ -706,8 +735,8 @@ def test_a_solver_that_gives_bad_gpus_is_named(gpus, problem):
             given = first.gpus if gpus is None else gpus
             return replace(result, placements=(first, replace(second, gpus=given)))
 
-    topo = build_cluster(1, 1, 2)
-    sim = Simulator(topo, flat(2), [job("a", 1, 0, 10), job("b", 1, 0, 10)], Bad())
+    topo = build_cluster(1, 1, 4)
+    sim = Simulator(topo, flat(4), [job("a", 1, 0, 10), job("b", 1, 0, 10)], Bad())
     with pytest.raises(PaloptError, match=f"solver bad gave job b GPUs .*{problem}"):
         sim.step()
 
