@@ -94,6 +94,9 @@ __all__ = [
 PROFILE_FORMAT = "palopt.profile/1"
 PROFILE_FIELDS = ("format", "source", "classes", "gpus", "values", "origin")
 
+#: What a profile's value must be (a slowdown factor, relative to a typical GPU).
+_FACTOR_RANGE = f"must be a finite number from {MIN_FACTOR:g} to {MAX_FACTOR:g}"
+
 #: The artifact's workload classes and the Longhorn application that profiles each
 #: (resnet50 -> classA; BERT, GPT2, DCGAN -> classB; vgg19 -> classC, from BERT;
 #: PointNet -> classD, from PageRank).
@@ -174,7 +177,7 @@ class VariabilityProfile:
             raise InputError(
                 f"values.{classes[c]}.{gpus[g]}",
                 float(values[c, g]),
-                f"must be a finite number from {MIN_FACTOR:g} to {MAX_FACTOR:g}",
+                _FACTOR_RANGE,
             )
         empty = np.isnan(values).all(axis=1)
         if empty.any():
@@ -311,6 +314,8 @@ class VariabilityProfile:
                     isinstance(v, bool) or not isinstance(v, (int, float)) or v != v
                 ):  # a NaN literal read as a missing value; null says that
                     raise InputError(f"{where}.values.{c}.{g}", v, "must be a number or null")
+                if isinstance(v, int) and abs(v) > MAX_FACTOR:  # float() may overflow
+                    raise InputError(f"{where}.values.{c}.{g}", v, _FACTOR_RANGE)
             rows.append([math.nan if v is None else float(v) for v in row])
         origin = _strings(data, "origin", where) if "origin" in data else []
         source = data.get("source", "")
@@ -777,19 +782,24 @@ def _draw_servers(
         groups.setdefault(key.rsplit("-", 1)[0], []).append(int(g))
     members = list(groups.values())
     order = list(range(len(members))) if rng is None else list(rng.permutation(len(members)))
-    chosen = []
-    for size in topology.server_sizes:
-        pick = next((i for i in order if len(members[i]) >= size), None)
+    sizes = [int(m) for m in topology.server_sizes]
+    picks = [0] * len(sizes)
+    # Largest cluster servers first: a measured server that fits one fits every smaller one,
+    # so taking any that fits never leaves a smaller server without one that a match had.
+    for s in sorted(range(len(sizes)), key=lambda s: -sizes[s]):
+        pick = next((i for i in order if len(members[i]) >= sizes[s]), None)
         if pick is None:
             raise InputError(
                 "profile",
                 f"{len(members)} measured servers",
-                f"not enough with {size} eligible GPUs for the cluster's "
+                f"not enough with {sizes[s]} eligible GPUs for the cluster's "
                 f"{topology.n_servers} servers{hint}",
             )
         order.remove(pick)
-        chosen.extend(members[pick][:size])
-    return np.asarray(chosen, dtype=np.int64)
+        picks[s] = pick
+    return np.asarray(
+        [g for s, pick in enumerate(picks) for g in members[pick][: sizes[s]]], dtype=np.int64
+    )
 
 
 def bin_profile(profile: VariabilityProfile, method: str = "kmeans", **options: Any) -> np.ndarray:

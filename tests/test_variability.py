@@ -52,6 +52,13 @@ def test_read_measurements_median_per_gpu_and_normalised(tmp_path: Path) -> None
     # a node number of 4,301 digits: int() raised ValueError; unpadded as any other
     f = write(tmp_path / "long.csv", f"node,perf\n0{'9' * 4301},10\n-007,12\n")
     assert read_measurements(f, ["node"], ["perf"]).gpus == ("9" * 4301, "-7")
+    # -0, -00 and 0 are one node; a zero run among a GPU's others is refused, not outvoted
+    f = write(tmp_path / "zero.csv", "node,perf\n-0,10\n-00,30\n0,20\n")
+    raw = read_measurements(f, ["node"], ["perf"], normalise=False)
+    assert raw.gpus == ("0",) and raw.values.tolist() == [[20.0]]
+    f = write(tmp_path / "run0.csv", "node,perf\na,1\na,0\na,2\n")
+    with pytest.raises(InputError, match="line 3, column perf = '0': must be a finite positive"):
+        read_measurements(f, ["node"], ["perf"])
 
 
 def test_longhorn_profile(longhorn: VariabilityProfile) -> None:
@@ -144,6 +151,41 @@ def test_assign_by_server_keeps_measured_servers_whole(longhorn: VariabilityProf
         assign_profile(longhorn, build_cluster(2, 64, 4), seed=5, missing="median", by="server")
 
 
+def test_assign_by_server_matches_servers_of_mixed_sizes() -> None:
+    # Cluster servers of 2 and 4 GPUs, measured servers of 4 (m1) and 2 (m2): first fit gave
+    # m1 to the 2-GPU server and then refused, for want of a 4-GPU one. Each cluster server
+    # takes the first GPUs of its measured server.
+    import networkx as nx
+
+    from palopt.topology import Topology
+
+    g = nx.Graph()
+    g.add_node("c", kind="switch", tier="cluster")
+    for srv, n in (("sA", 2), ("sB", 4)):
+        g.add_node(srv, kind="server")
+        g.add_edge("c", srv, link="network")
+        for k in range(n):
+            g.add_node(f"{srv}{k}", kind="gpu", local=k)
+            g.add_edge(srv, f"{srv}{k}", link="pcie")
+    topo = Topology.from_graph(g)
+    gpus = ("m1-0", "m1-1", "m1-2", "m1-3", "m1-4", "m2-0", "m2-1")
+    p = VariabilityProfile(("A",), gpus, np.linspace(1.0, 1.6, 7)[None])
+    for seed in (None, 0, 1, 2, 3):
+        a = assign_profile(p, topo, seed=seed, by="server")
+        assert a.origin == ("m2-0", "m2-1", "m1-0", "m1-1", "m1-2", "m1-3")
+    # in profile order, the first measured GPUs and servers are taken
+    assert assign_profile(p, build_cluster(1, 1, 2), seed=None).origin == ("m1-0", "m1-1")
+    two = assign_profile(p, build_cluster(1, 1, 2), seed=None, by="server")
+    assert two.origin == ("m1-0", "m1-1")
+    with pytest.raises(InputError, match="profile.gpus = 'a': by='server' needs keys like"):
+        assign_profile(
+            VariabilityProfile(("A",), ("a", "b"), np.ones((1, 2))),
+            build_cluster(1, 1, 2),
+            seed=None,
+            by="server",
+        )
+
+
 def test_assign_is_deterministic_per_seed(longhorn: VariabilityProfile) -> None:
     topo = build_cluster(2, 8, 4)
     a = assign_profile(longhorn, topo, seed=3, missing="sample")
@@ -186,6 +228,8 @@ def test_merge_and_select() -> None:
     [
         ([[1.0, -1.0]], r"values.A.g1 = -1.0: must be a finite number from 1e-12 to 1e\+12"),
         ([[1.0, 1e13]], r"values.A.g1 = 10000000000000.0: must be a finite number"),
+        ([[1.0, 0.0]], r"values.A.g1 = 0.0: must be a finite number from 1e-12"),
+        ([[1.0, 1e-13]], r"values.A.g1 = 1e-13: must be a finite number from 1e-12"),
         ([[np.nan, np.nan]], "no GPU"),
         ([[1.0]], "shape"),
     ],
@@ -193,6 +237,34 @@ def test_merge_and_select() -> None:
 def test_profile_validation(values: list, match: str) -> None:
     with pytest.raises(InputError, match=match):
         VariabilityProfile(("A",), ("g0", "g1"), np.array(values))
+
+
+def test_profile_names_origin_and_read_only_values() -> None:
+    with pytest.raises(InputError, match="classes = \\[\\]: a profile needs at least one"):
+        VariabilityProfile((), (), np.empty((0, 0)))
+    with pytest.raises(InputError, match="gpus = 'g': duplicate name"):
+        VariabilityProfile(("A",), ("g", "g"), np.ones((1, 2)))
+    with pytest.raises(InputError, match="origin = 1: expected 2 entries"):
+        VariabilityProfile(("A",), ("g0", "g1"), np.ones((1, 2)), origin=("x",))
+    p = VariabilityProfile(("A",), ("g0", "g1"), np.ones((1, 2)))
+    with pytest.raises(ValueError, match="read-only"):
+        p.values[0, 0] = 5.0
+    assert "origin" not in p.to_dict()  # no origin: none written
+
+
+@pytest.mark.parametrize(
+    ("row", "match"),
+    [
+        ([1.0], r"values\.A = \[1\.0\]: expected a list of 2 numbers or nulls"),
+        ([1.0, True], r"values\.A\.g1 = True: must be a number or null"),
+        ([1.0, 10**400], r"values\.A\.g1 = 1000.*: must be a finite number from 1e-12"),
+    ],
+)
+def test_profile_from_dict_refuses_bad_rows(row: list, match: str) -> None:
+    # 10**400 (an integer beyond any float) raised OverflowError
+    data = {"format": "palopt.profile/1", "classes": ["A"], "gpus": ["g0", "g1"]}
+    with pytest.raises(InputError, match=match):
+        VariabilityProfile.from_dict({**data, "values": {"A": row}})
 
 
 def test_build_instance_uses_binned_levels(artifact_dir: Path) -> None:
