@@ -472,8 +472,9 @@ def read_json(path: str | Path) -> Any:
 
     Stricter than :func:`json.loads`, whose leniencies would change what a file means without a
     word: an object with a key twice (the last would win: ``"busy"`` given twice frees the GPUs
-    the first lists), an integer beyond any float, a string that is not Unicode (a lone
-    surrogate escape, which no output can print), and nesting too deep to parse are errors.
+    the first lists), an integer of more than 300 digits, sign aside (the largest float has
+    309), a string that is not Unicode (a lone surrogate escape, which no output can print),
+    and nesting too deep to parse are errors.
 
     Parameters
     ----------
@@ -513,7 +514,7 @@ def read_json(path: str | Path) -> Any:
         return out
 
     def bounded_int(digits: str) -> int:
-        if len(digits.lstrip("-")) > 300:
+        if len(digits.lstrip("-")) > 300:  # 300 digits are read, 301 are not
             raise InputError(str(path), f"{digits[:20]}...", "integer too large")
         return int(digits)
 
@@ -539,6 +540,31 @@ def read_json(path: str | Path) -> Any:
 _SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
+#: The options of :func:`pandas.read_csv` that say where the header line is and how it splits
+#: into names: :func:`read_csv` reads the header again with them to find a name given twice.
+_CSV_LAYOUT_OPTIONS = frozenset(
+    {
+        "sep",
+        "delimiter",
+        "delim_whitespace",
+        "engine",
+        "dialect",
+        "quotechar",
+        "quoting",
+        "doublequote",
+        "escapechar",
+        "skipinitialspace",
+        "comment",
+        "lineterminator",
+        "skiprows",
+        "skip_blank_lines",
+        "encoding",
+        "encoding_errors",
+        "compression",
+    }
+)
+
+
 def read_csv(
     path: str | Path | IO[Any], field_name: str | None = None, **options: Any
 ) -> pd.DataFrame:
@@ -554,7 +580,9 @@ def read_csv(
     field_name : str, optional
         What the error names (default: the path).
     **options
-        Passed to :func:`pandas.read_csv` (``index_col`` is ``False`` unless given).
+        Passed to :func:`pandas.read_csv` (``index_col`` is ``False`` unless given). Those that
+        lay out the lines (``sep``, quoting, ``comment``, ``skiprows``...) also to the second
+        read of the header line that finds a name given twice.
 
     Returns
     -------
@@ -600,14 +628,11 @@ def read_csv(
             frame = pd.read_csv(source, **options)
             if not isinstance(source, (str, os.PathLike)):
                 source.seek(0)
-            # pandas renames a column given twice ("a", "a.1"): the second would be ignored
+            # pandas renames a column given twice ("a", "a.1"): the second would be ignored.
+            # The header line is read again as the frame's was (same separator, quoting...).
+            layout = {k: v for k, v in options.items() if k in _CSV_LAYOUT_OPTIONS}
             header = pd.read_csv(
-                source,
-                header=None,
-                nrows=1,
-                dtype=str,
-                keep_default_na=False,
-                skipinitialspace=options.get("skipinitialspace", False),
+                source, header=None, nrows=1, dtype=str, keep_default_na=False, **layout
             ).iloc[0]
     except pd.errors.EmptyDataError:
         raise InputError(name, str(path), "the file is empty (no header line)") from None

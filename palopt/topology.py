@@ -212,7 +212,7 @@ class Topology:
         ------
         InputError
             Unless ``gpus`` is a non-empty list of integers from 0 to ``n_gpus - 1`` (an
-            index out of range is named).
+            index out of range is named, as is a bool: ``True`` is no GPU index).
 
         Examples
         --------
@@ -224,6 +224,10 @@ class Topology:
         index = np.asarray(gpus)
         if index.ndim != 1 or not len(index) or index.dtype.kind not in "iu":
             raise InputError(field_name, gpus, "expected a non-empty list of GPU indices")
+        if not isinstance(gpus, np.ndarray):  # numpy reads [0, True] as the integers [0, 1]
+            for gpu in gpus:
+                if isinstance(gpu, (bool, np.bool_)):
+                    raise InputError(field_name, gpu, "expected a GPU index")
         bad = (index < 0) | (index >= self.n_gpus)
         if bad.any():
             raise InputError(

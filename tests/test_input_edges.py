@@ -4,6 +4,7 @@ and the value (exit code 2 from the CLI), never a traceback and never a quiet ch
 from __future__ import annotations
 
 import json
+import stat
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,7 @@ def _cli_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
         ('{"penalties": 1' + "0" * 400 + "}", "integer too large"),
         ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
         ('{"id": "\\ud800"}', "a string escape that is not Unicode"),
+        ('{"id": "\\udc00"}', "a string escape that is not Unicode"),  # a lone low surrogate
     ],
 )
 def test_json_that_python_would_read_with_another_meaning_is_refused(tmp_path, text, message):
@@ -67,9 +69,22 @@ def test_json_keeps_surrogate_pairs_and_big_floats(tmp_path):
     }
 
 
-def test_a_gpu_listed_twice_as_busy_is_refused(tmp_path):
+def test_json_integers_are_read_up_to_300_digits(tmp_path):
+    big = int("9" * 300)
+    assert read_json(_write(tmp_path, f"[{big}, -{big}]")) == [big, -big]  # the sign aside
+    path = _write(tmp_path, f"[1{'0' * 300}]")
+    with pytest.raises(InputError, match=rf"x.json = '1{'0' * 19}\.\.\.': integer too large"):
+        read_json(path)
+
+
+@pytest.mark.parametrize(
+    "busy",
+    [["gpu1", "gpu0", "gpu1"], ["gpu0", "gpu1", "gpu1"], ["gpu0", "gpu1", "gpu1", "gpu0"]],
+)
+def test_a_gpu_listed_twice_as_busy_is_refused(tmp_path, busy):
+    # the GPU named is the first seen again, not the first listed nor the first listed again
     data = instance_to_dict(_instance())
-    data["busy"] = ["gpu1", "gpu0", "gpu1"]
+    data["busy"] = busy
     with pytest.raises(InputError, match="busy = 'gpu1': listed twice"):
         load_instance(_write(tmp_path, json.dumps(data)))
 
@@ -245,6 +260,18 @@ def test_a_file_that_cannot_be_written_whole_is_left_as_it_was(tmp_path, artifac
     assert load_profile(path).classes == profile.classes
 
 
+def test_writing_over_a_file_keeps_its_permission_bits(tmp_path):
+    from palopt.io import write_text
+
+    path = tmp_path / "p.json"
+    # 0o755: bits no umask leaves of a new file's 0o666, whatever the umask is
+    for mode in (0o600, 0o755):
+        write_text(path, "old\n")
+        path.chmod(mode)
+        write_text(path, "new\n")  # a new file replaces it
+        assert path.read_text() == "new\n" and stat.S_IMODE(path.stat().st_mode) == mode
+
+
 def test_sizes_that_would_fill_the_memory_are_refused():
     with pytest.raises(InputError, match="more than 1,048,576 GPUs"):
         parse_shape("100000x100000")
@@ -257,7 +284,10 @@ def test_sizes_that_would_fill_the_memory_are_refused():
     assert len(expand_hostlist(f"n[1-{MAX_HOSTS}]")) == MAX_HOSTS
 
 
-@pytest.mark.parametrize("shape", [" 8 x 4 ", "8x0_4", "8x+4", "8 x4", "-1x4", "8x4x"])
+# 1x2x4x2: four counts (build_cluster would take the fourth as nvlink_island)
+@pytest.mark.parametrize(
+    "shape", [" 8 x 4 ", "8x0_4", "8x+4", "8 x4", "-1x4", "8x4x", "1x2x4x2", "8"]
+)
 def test_a_shape_is_digits_and_x_only(shape):
     with pytest.raises(InputError, match="expected SERVERSxGPUS or RACKSxSERVERSxGPUS"):
         parse_shape(shape)
@@ -343,6 +373,19 @@ def _edit_node_link(edit):
             r"nodes\[g0\].local = 1e\+30: expected an index from 0 to 65535",
         ),
         (
+            lambda d: d["nodes"][5].update(local=65536),
+            r"nodes\[g0\].local = 65536: expected an index from 0 to 65535",
+        ),
+        (  # an NVLink to the GPU's own server: refused as such, not a KeyError on the server
+            lambda d: d["edges"][4].update(link="nvlink"),
+            r"edges\[s1-g0\] = 'nvlink': an NVLink must join two GPUs of the same server",
+        ),
+        (
+            lambda d: d["nodes"][2].update(tier="pod"),
+            r"nodes\[r2\].tier = 'pod': switches at level 1 below the root \(leaf switches: "
+            r"the deepest\) must share one tier name \('rack'\)",
+        ),
+        (
             lambda d: d["edges"].append({"source": "g2", "target": "g2", "link": "pcie"}),
             "a node linked to itself",
         ),
@@ -388,6 +431,24 @@ def test_node_link_data_networkx_would_merge_or_ignore_is_refused(edit, message)
     assert Topology.from_node_link(_node_link()).n_gpus == 3
     with pytest.raises(InputError, match=message):
         Topology.from_node_link(_edit_node_link(edit))
+
+
+def test_a_local_index_runs_to_65535():
+    spec = _node_link()
+    spec["nodes"][5]["local"], spec["nodes"][6]["local"] = 65535, 0
+    topo = Topology.from_node_link(spec)
+    assert topo.gpu_ids == ("g1", "g0", "g2")  # ordered by local index
+
+
+def test_root_false_is_the_same_as_no_root():
+    # "root": false on a rack switch made it the root: its tier 'rack' then named two levels
+    plain = Topology.from_node_link(_node_link())
+    spec = _node_link()
+    spec["nodes"][1]["root"] = False
+    topo = Topology.from_node_link(spec)
+    assert topo.tiers == plain.tiers == ("nvlink", "server", "rack", "cluster")
+    assert topo.switch_tier == plain.switch_tier and topo.gpu_ids == plain.gpu_ids
+    assert np.array_equal(topo.groups, plain.groups)
 
 
 def test_the_schema_and_the_loader_agree_on_node_link_keys(tmp_path):
@@ -462,6 +523,28 @@ def test_a_column_given_twice_is_refused(tmp_path):
     path = _write(tmp_path, TRACE.strip() + ",duration\n0,1,0,100,vgg19,200\n", "t.csv")
     with pytest.raises(InputError, match="column 'duration' given twice in the header"):
         load_trace(path)
+
+
+@pytest.mark.parametrize(
+    ("text", "options"),
+    [
+        ("gpu, gpu\na,1\n", {"skipinitialspace": True}),  # read as "gpu", "gpu"
+        # the header was read again with a comma for separator: one column, no name twice
+        ("gpu;gpu\na;1\n", {"sep": ";"}),
+        ('"gpu"|gpu\na|1\n', {"delimiter": "|"}),
+        ("# note\ngpu,gpu\na,1\n", {"comment": "#"}),
+        ("x,y\ngpu,gpu\na,1\n", {"skiprows": 1}),
+    ],
+)
+def test_read_csv_finds_a_column_given_twice_as_it_reads_the_header(tmp_path, text, options):
+    from palopt.io import read_csv
+
+    path = _write(tmp_path, text, "m.csv")
+    with pytest.raises(InputError, match="table = '.*m.csv': column 'gpu' given twice in the"):
+        read_csv(path, "table", **options)
+    # the same file with the names told apart reads
+    frame = read_csv(_write(tmp_path, text.replace("gpu", "id", 1), "m.csv"), "table", **options)
+    assert list(frame.columns) == ["id", "gpu"]
 
 
 def test_trace_ids_are_the_text_written(tmp_path):

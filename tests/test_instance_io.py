@@ -6,6 +6,7 @@ import copy
 import json
 import math
 from dataclasses import replace
+from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -28,14 +29,14 @@ from palopt import (
 from palopt.io import instance_from_dict, instance_schema, instance_to_dict
 
 
-def small_instance() -> Instance:
+def small_instance(busy: tuple[int, ...] = ()) -> Instance:
     topo = build_cluster(2, 2, 2)
     sd = np.array(
         [[1.0, 1.1, 0.9, 1.2, 1.0, 1.3, 1.05, 1.0], [1.0, 1.0, 1.0, 1.0, 1.5, 1.5, 1.5, 1.5]]
     )
     pen = penalty_matrix(topo, ("A", "B"), {"A": {"rack": 1.5, "cluster": 2.0}, "B": {"rack": 1.2}})
     queue = (Job("a", 2, "A"), Job("b", 1, "B", weight=2.0, current_gpus=(3,)), Job("c", 4, "A"))
-    return Instance(topo, ("A", "B"), sd, pen, queue)
+    return Instance(topo, ("A", "B"), sd, pen, queue, np.isin(np.arange(8), busy))
 
 
 def as_dict() -> dict:
@@ -185,9 +186,11 @@ def test_checker_reads_gpu_sets_in_any_order():
 
 
 def test_json_round_trip_preserves_everything():
-    inst = small_instance()
+    inst = small_instance(busy=(5, 6))
     again = instance_from_dict(json.loads(json.dumps(instance_to_dict(inst))))
     assert again.queue == inst.queue and again.classes == inst.classes
+    # busy GPUs were not written once: they came back free
+    assert np.flatnonzero(again.busy).tolist() == [5, 6]
     assert np.array_equal(again.slowdown, inst.slowdown)
     assert np.array_equal(again.penalty, inst.penalty)
     assert again.topology.gpu_ids == inst.topology.gpu_ids
@@ -239,17 +242,21 @@ def _bad(path: str, value):
         ("queue/0/num_gpus", "2", "queue[0].num_gpus"),
         ("queue/1/id", "a", "queue[1].id"),
         ("queue/0/id", 1e308, "queue[0].id"),  # was the job "1000...0", 309 digits
+        ("queue/0/id", True, "queue[0].id"),  # not the job "True"
         ("queue/0/class", "Z", "queue[0].class"),
         ("queue/0/colour", "red", "queue[0].colour"),
         ("queue/1/current_gpus", ["gpu99"], "queue[1].current_gpus"),
         ("queue/1/current_gpus", ["gpu0", "gpu1"], "queue[1].current_gpus"),
+        ("queue/1/current_gpus", {"gpu3": 1}, "queue[1].current_gpus"),  # not its keys
         ("slowdown/A/gpu3", math.nan, "slowdown.A.gpu3"),
         ("slowdown/A/gpu3", -1.0, "slowdown.A.gpu3"),
         ("slowdown/A/gpu3", KeyError, "slowdown.A.gpu3"),
         ("slowdown/Q", {}, "slowdown.Q"),
         ("penalties", "high", "penalties"),
+        ("penalties", KeyError, "penalties"),
         ("busy", ["gpu3"], "queue[1].current_gpus"),
         ("busy", ["nope"], "busy"),
+        ("busy", {"gpu0": True}, "busy"),
         ("classes", ["A", "A"], "classes"),
         ("queue", KeyError, "queue"),
         ("bussy", ["gpu3"], "bussy"),
@@ -303,6 +310,9 @@ def _node(data: dict, kind: str) -> dict:
         lambda d: d["queue"][0].update(id="a\n"),  # Python's $ matches before a final \n
         lambda d: d.update(topology={"shape": "2x4\n"}),
         lambda d: d["queue"][1].update(current_gpus=["gpu3", "gpu3"]),
+        lambda d: _node(d, "gpu").update(local=65536),
+        lambda d: d["queue"][0].update(num_gpus=0),
+        lambda d: d.update(busy=["gpu0", "gpu0"]),
     ],
 )
 def test_the_schema_refuses_what_the_loader_refuses(edit):
@@ -356,11 +366,24 @@ def test_decreasing_penalty_rejected():
 
 
 def test_files_round_trip_through_the_top_level_api(tmp_path):
-    inst = small_instance()
+    inst = small_instance(busy=(0, 7))
     palopt.save_instance(inst, tmp_path / "i.json", name="small")
     again = palopt.load_instance(tmp_path / "i.json")
     assert again.queue == inst.queue and np.array_equal(again.slowdown, inst.slowdown)
+    assert np.array_equal(again.busy, inst.busy) and again.n_available == 6
     assert palopt.instance_from_dict(palopt.instance_to_dict(inst)).queue == inst.queue
+
+
+def test_data_dir_is_beside_the_checkout_unless_palopt_data_names_one(monkeypatch, tmp_path):
+    from palopt.io import data_dir
+
+    beside = Path(palopt.__file__).resolve().parents[2] / "shared" / "data"
+    monkeypatch.delenv("PALOPT_DATA", raising=False)
+    assert data_dir() == beside
+    monkeypatch.setenv("PALOPT_DATA", "")  # set but empty: not the current folder
+    assert data_dir() == beside
+    monkeypatch.setenv("PALOPT_DATA", str(tmp_path))
+    assert data_dir() == tmp_path
 
 
 def _paths(node, prefix=()):

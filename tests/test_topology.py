@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 
 import networkx as nx
 import numpy as np
@@ -50,6 +51,39 @@ def test_nvlink_islands_add_a_tier():
     assert topo.tier_of([3, 4]) == "server"
     assert topo.tier_of([0, 8]) == "rack"
     assert topo.tier_of([5]) == "nvlink"
+
+
+def test_tier_of_refuses_an_empty_index_array_and_bools():
+    topo = build_cluster(1, 2, 4, nvlink_island=2)
+    # An empty int64 array passes the dtype check: its tier would be the lowest, 'nvlink'.
+    with pytest.raises(InputError, match="gpu = array.*: expected a non-empty list of GPU"):
+        topo.tier_of(np.array([], dtype=np.int64))
+    # numpy reads [0, True] as [0, 1]: tier_of answered 'nvlink' where server_of(True) refuses.
+    for gpus, shown in (([0, True], "True"), ((np.False_, 1), repr(np.False_))):
+        with pytest.raises(InputError, match=f"gpu = {re.escape(shown)}: expected a GPU index"):
+            topo.tier_of(gpus)
+    with pytest.raises(InputError, match="gpu = True: expected a GPU index"):
+        topo.server_of(True)
+    with pytest.raises(InputError, match="job.gpus = True: expected a GPU index"):
+        topo.check_indices([3, True], "job.gpus")
+    assert topo.tier_of(np.array([0, 1])) == "nvlink" and topo.tier_of([np.int64(0), 2]) == "server"
+
+
+def test_nvlink_island_of_zero_is_an_input_error():
+    # 4 % 0 would be a ZeroDivisionError, were 0 not refused first
+    for island in (0, -2):
+        with pytest.raises(
+            InputError, match=rf"nvlink_island = {island}: must be a positive divisor of .* \(4\)"
+        ):
+            build_cluster(1, 1, 4, nvlink_island=island)
+
+
+def test_build_cluster_builds_max_gpus_and_no_more(monkeypatch):
+    monkeypatch.setattr("palopt.topology.MAX_GPUS", 8)
+    assert build_cluster(1, 2, 4).n_gpus == 8
+    for shape in ("1x3x4", "1x1x9"):  # 12 GPUs, and 9: one more than the most
+        with pytest.raises(InputError, match=f"cluster = '{shape}': more than 8 GPUs"):
+            build_cluster(*map(int, shape.split("x")))
 
 
 @settings(max_examples=60, deadline=None)
@@ -234,6 +268,20 @@ def test_servers_without_switch_rejected():
     g.add_edge("s0", "s1", link="network")
     with pytest.raises(InputError, match="switch"):
         Topology.from_graph(g)
+
+
+def test_a_single_switch_is_the_root_whatever_its_tier():
+    # Neither root=True nor tier 'cluster': the only switch there is is the root all the same.
+    g = nx.Graph()
+    g.add_node("sw", kind="switch", tier="rack")
+    for s in range(2):
+        g.add_node(f"s{s}", kind="server")
+        g.add_edge(f"s{s}", "sw", link="network")
+        g.add_node(f"g{s}", kind="gpu")
+        g.add_edge(f"g{s}", f"s{s}", link="pcie")
+    topo = Topology.from_graph(g)
+    assert topo.tiers == ("server", "rack") and topo.switch_tier == {"sw": "rack"}
+    assert topo.tier_of([0, 1]) == "rack"
 
 
 def test_single_server_needs_no_switch():
