@@ -582,7 +582,8 @@ def read_csv(
     **options
         Passed to :func:`pandas.read_csv` (``index_col`` is ``False`` unless given). Those that
         lay out the lines (``sep``, quoting, ``comment``, ``skiprows``...) also to the second
-        read of the header line that finds a name given twice.
+        read of the header line that finds a name given twice (with ``names``, or ``header``
+        ``None`` or a list, the file has no header line to check).
 
     Returns
     -------
@@ -631,9 +632,13 @@ def read_csv(
             # pandas renames a column given twice ("a", "a.1"): the second would be ignored.
             # The header line is read again as the frame's was (same separator, quoting...).
             layout = {k: v for k, v in options.items() if k in _CSV_LAYOUT_OPTIONS}
-            header = pd.read_csv(
-                source, header=None, nrows=1, dtype=str, keep_default_na=False, **layout
-            ).iloc[0]
+            row = options.get("header", "infer")
+            row = 0 if isinstance(row, str) else row  # "infer": the first line
+            header = pd.Series(dtype=str)
+            if options.get("names") is None and type(row) is int:
+                header = pd.read_csv(
+                    source, header=None, nrows=row + 1, dtype=str, keep_default_na=False, **layout
+                ).iloc[row]
     except pd.errors.EmptyDataError:
         raise InputError(name, str(path), "the file is empty (no header line)") from None
     except (pd.errors.ParserError, pd.errors.ParserWarning, UnicodeDecodeError) as exc:

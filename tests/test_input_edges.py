@@ -547,6 +547,20 @@ def test_read_csv_finds_a_column_given_twice_as_it_reads_the_header(tmp_path, te
     assert list(frame.columns) == ["id", "gpu"]
 
 
+def test_read_csv_without_a_header_line_has_no_names_to_repeat(tmp_path):
+    # A first line of data that repeats a value was called a column given twice.
+    from palopt.io import read_csv
+
+    path = _write(tmp_path, "1,1\n2,3\n", "m.csv")
+    assert read_csv(path, header=None).values.tolist() == [[1, 1], [2, 3]]
+    assert list(read_csv(path, names=["a", "b"]).columns) == ["a", "b"]
+    # a header on the second line is the one checked
+    path = _write(tmp_path, "x,x\na,b\n1,2\n", "m.csv")
+    assert read_csv(path, header=1).columns.tolist() == ["a", "b"]
+    with pytest.raises(InputError, match="column 'a' given twice"):
+        read_csv(_write(tmp_path, "x,y\na,a\n", "m.csv"), header=1)
+
+
 def test_trace_ids_are_the_text_written(tmp_path):
     jobs = load_trace(_write(tmp_path, TRACE + "1,1,0,100,vgg19\n1.0,2,5,100,vgg19\n", "t.csv"))
     assert [j.id for j in jobs] == ["1", "1.0"]
