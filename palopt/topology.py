@@ -52,6 +52,13 @@ EDGE_ATTRIBUTES = ("source", "target", "link")
 #: The kind of node each node attribute belongs to.
 ATTRIBUTE_KIND = {"tier": SWITCH, "root": SWITCH, "local": GPU}
 LINKS = (NVLINK, PCIE, NETWORK)
+#: The link that joins each pair of node kinds (a GPU is never joined to a switch).
+LINK_OF = {
+    frozenset((GPU,)): NVLINK,
+    frozenset((GPU, SERVER)): PCIE,
+    frozenset((SERVER, SWITCH)): NETWORK,
+    frozenset((SWITCH,)): NETWORK,
+}
 
 log = logging.getLogger(__name__)
 
@@ -347,7 +354,8 @@ class Topology:
             For an unknown kind or link, a ``tier`` or ``root`` on a node that is not a switch
             or a ``local`` on one that is not a GPU, any of them ``None``, a ``root`` that is not
             a bool, a GPU not on exactly one server, a GPU linked to a switch or to a GPU of
-            another server, an NVLink to a server or switch, a disconnected graph, a switch hung
+            another server, an NVLink to a server or switch, a link of the wrong type for the
+            kinds it joins (see the module documentation), a disconnected graph, a switch hung
             from a server, switch levels with clashing tier names, or a ``local`` index that is
             not an integer >= 0, is repeated in a server, or is missing where another GPU of
             the server has one.
@@ -489,15 +497,21 @@ class Topology:
                     data["link"],
                     "a link between two GPUs must join GPUs of the same server",
                 )
-            if data["link"] != NVLINK:
-                continue
-            if kind[u] != GPU or kind[v] != GPU:
+            if data["link"] == NVLINK and (kind[u] != GPU or kind[v] != GPU):
                 raise InputError(
                     f"{field_name}.edges[{u}-{v}]",
                     "nvlink",
                     "an NVLink must join two GPUs of the same server",
                 )
-            nvlinked.add_edge(gpu_index[u], gpu_index[v])
+            want = LINK_OF.get(frozenset((kind[u], kind[v])), data["link"])
+            if data["link"] != want:  # e.g. a GPU on its server by a 'network' link
+                raise InputError(
+                    f"{field_name}.edges[{u}-{v}].link",
+                    data["link"],
+                    f"a {kind[u]} and a {kind[v]} are joined by {want!r}",
+                )
+            if data["link"] == NVLINK:
+                nvlinked.add_edge(gpu_index[u], gpu_index[v])
         for comp in nx.connected_components(nvlinked):
             members = sorted(comp)
             island[members] = members[0]

@@ -197,6 +197,19 @@ def test_in_an_unbalanced_tree_servers_on_one_leaf_switch_share_the_rack(tags, p
         (lambda g: g.add_edge("gpu0", "rack0", link="network"), "not to a switch"),
         (lambda g: g.add_edge("gpu0", "server1", link="pcie"), "exactly one server"),
         (lambda g: nx.set_edge_attributes(g, {("gpu0", "server0"): "wifi"}, "link"), "link"),
+        # a link type that does not fit the kinds it joins was built and ignored
+        (
+            lambda g: nx.set_edge_attributes(g, {("gpu0", "server0"): "network"}, "link"),
+            r"\.link = 'network': a (gpu and a server|server and a gpu) are joined by 'pcie'",
+        ),
+        (
+            lambda g: g.add_edge("gpu0", "gpu1", link="pcie"),
+            r"edges\[gpu0-gpu1\]\.link = 'pcie': a gpu and a gpu are joined by 'nvlink'",
+        ),
+        (
+            lambda g: nx.set_edge_attributes(g, {("server0", "rack0"): "pcie"}, "link"),
+            r"\.link = 'pcie': a (server and a switch|switch and a server) are joined by 'network'",
+        ),
         # accepted and ignored before: a tier is a switch's, a local index a GPU's
         (
             lambda g: g.nodes["server0"].update(tier="rack"),
