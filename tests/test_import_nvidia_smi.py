@@ -63,6 +63,36 @@ def test_colours_prompt_soc_and_gpu_numbers() -> None:
     assert m.paths == (("X", "SYS"), ("SYS", "X"))
 
 
+def test_columns_out_of_number_order_keep_their_order_and_islands_sort() -> None:
+    text = "\tGPU3\tGPU9\tGPU1\nGPU3\t X \tSYS\tSYS\nGPU9\tSYS\t X \tNV2\nGPU1\tSYS\tNV2\t X \n"
+    m = parse_nvidia_smi(text)
+    assert m.local == (3, 9, 1)  # paths[i] is the row of column i, so local keeps that order
+    assert m.paths[1] == ("SYS", "X", "NV2")
+    assert m.nvlinks() == [(1, 2, 2)]
+    assert m.islands() == [(1, 9), (3,)]
+    graph = nx.Graph()
+    m.add_to(graph, "h")  # GPUs named and numbered by their GPU<n>, not their column
+    assert {g: graph.nodes[g]["local"] for g in graph if g != "h"} == {
+        "h/gpu3": 3,
+        "h/gpu9": 9,
+        "h/gpu1": 1,
+    }
+    assert graph.edges["h/gpu9", "h/gpu1"] == {"link": "nvlink", "nvlinks": 2}
+
+
+def test_gpu_numbers_of_five_digits_up_to_65535() -> None:
+    m = parse_nvidia_smi(
+        "GPU0 GPU12345 GPU65535\nGPU0 X SYS SYS\nGPU12345 SYS X SYS\nGPU65535 SYS SYS X"
+    )
+    assert m.local == (0, 12345, 65535)
+
+
+def test_matrix_ends_at_the_legend() -> None:
+    # What follows "Legend:" is not read, even a line starting with a GPU name.
+    m = parse_nvidia_smi("\n".join(GOOD) + "\nLegend:\nGPU0 means the first GPU\n")
+    assert m.local == (0, 1, 2)
+
+
 def test_single_gpu() -> None:
     m = parse_nvidia_smi("\tGPU0\tCPU Affinity\tNUMA Affinity\nGPU0\t X \t0-7\t0\n")
     assert m.local == (0,) and m.islands() == [(0,)]
@@ -88,6 +118,7 @@ def _with(line: int, text: str | None) -> str:
         (_with(3, "GPU1\tNV1\t X "), 3, "not square"),
         (_with(3, "GPU1\tNV1\t X \tFOO"), 3, "unknown entry"),
         (_with(3, "GPU1\tNV1\t X \tNV"), 3, "unknown entry"),
+        (_with(3, "GPU1\tNV1\t X \tNV0"), 3, r"unknown entry.*NV<k> \(k from 1 to 999\)"),
         (_with(3, "GPU1\tNV1\tPIX\tPHB"), 3, "diagonal"),
         (_with(3, "GPU1\tX\tX\tPHB"), 3, "diagonal"),
         (_with(3, "GPU1\tPIX\t X \tPHB"), 3, "symmetric"),

@@ -80,12 +80,12 @@ def test_single_switch_is_the_cluster() -> None:
         (
             "SwitchName=s1 Nodes=a1\nSwitchName=s2 Nodes=a1\nSwitchName=top Switches=s[1-2]\n",
             2,
-            "already under switch 's1'",
+            r"already under switch 's1' \(line 1\)",
         ),
         (
             "SwitchName=s1 Nodes=a1\nSwitchName=s2 Switches=s1\nSwitchName=top Switches=s[1-2]\n",
             3,
-            "already a child",
+            r"already a child of 's2' \(line 2\)",
         ),
         ("SwitchName=s1 Nodes=a1\nSwitchName=s1 Nodes=a2\n", 2, "already defined on line 1"),
         ("SwitchName=s1 Nodes=a1 Switches=s2\n", 1, "exactly one of Nodes= and Switches="),
@@ -96,12 +96,38 @@ def test_single_switch_is_the_cluster() -> None:
         ("SwitchName=s1 Nodes\n", 1, "KEY=VALUE"),
         ("SwitchName=s1 Nodes=s1\n", 1, "both a switch and a node"),
         ("SwitchName=s[1-2] Nodes=a1\n", 1, "one name"),
+        ("SwitchName=s1,s2 Nodes=a1\n", 1, "one name"),
+        ("SwitchName=s1 Nodes=a1 nodes=a2\n", 1, "key given twice on one line"),
+        ("SwitchName=s1 Nodes=\n", 1, "empty value"),
+        ("SwitchName= Nodes=a1\n", 1, "empty value"),
+        ("SwitchName=s1 =a1\n", 1, "KEY=VALUE"),
+        ("blockname=b1 Nodes=a1\n", 1, "not supported"),
+        # A continued line is named by its first line.
+        ("\nSwitchName=s1 \\\n  Nodes=a1 \\\n  Speed=3\n", 2, "unknown key"),
     ],
 )
 def test_errors_name_file_and_line(text: str, line: int, problem: str) -> None:
     with pytest.raises(InputError, match=problem) as info:
         parse_topology_conf(text, "topology.conf")
     assert info.value.field == f"topology.conf:{line}"
+
+
+def test_continuation_joins_with_a_space_ignores_trailing_blanks_and_may_end_the_file() -> None:
+    assert parse_topology_conf("SwitchName=s1\\\nNodes=a1").nodes == ("a1",)
+    text = "SwitchName=s1 Nodes=a1 \\   # blanks and a comment after the backslash\n  LinkSpeed=9"
+    assert parse_topology_conf(text).nodes == ("a1",)
+    assert parse_topology_conf("SwitchName=s1 Nodes=a[1-2] \\\n").nodes == ("a1", "a2")
+
+
+def test_graph_lists_switches_root_first() -> None:
+    # So a topology built from it (and written out) reads from the root down.
+    tree = read_topology_conf(SAMPLES / "topology.conf")
+    assert list(tree.graph())[:4] == ["core", "rack1", "rack2", "rack3"]
+
+
+def test_assemble_without_tree_or_servers_is_refused() -> None:
+    with pytest.raises(InputError, match="no server: give a topology.conf or name servers"):
+        assemble_topology(None, {}, parse_nvidia_smi("GPU0\nGPU0 X"))
 
 
 def test_empty_file() -> None:

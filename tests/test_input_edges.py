@@ -561,6 +561,20 @@ def test_read_csv_without_a_header_line_has_no_names_to_repeat(tmp_path):
         read_csv(_write(tmp_path, "x,y\na,a\n", "m.csv"), header=1)
 
 
+def test_trace_is_sorted_by_submit_time_ties_in_file_order(tmp_path):
+    rows = "a,1,50,100,vgg19\nb,1,0,100,vgg19\nc,1,50,100,vgg19\nd,1,0,100,vgg19\n"
+    jobs = load_trace(_write(tmp_path, TRACE + rows, "t.csv"))
+    assert [j.id for j in jobs] == ["b", "d", "a", "c"]
+
+
+def test_trace_takes_the_workloads_given(tmp_path):
+    from palopt.workloads import WorkloadModel, Workloads
+
+    mine = Workloads(("classB",), {"vgg19": WorkloadModel("vgg19", "classB", 2.5, 1.0)})
+    [job] = load_trace(_write(tmp_path, TRACE + "0,1,0,100,vgg19\n", "t.csv"), mine)
+    assert (job.job_class, job.base_iter_time) == ("classB", 2.5)
+
+
 def test_trace_ids_are_the_text_written(tmp_path):
     jobs = load_trace(_write(tmp_path, TRACE + "1,1,0,100,vgg19\n1.0,2,5,100,vgg19\n", "t.csv"))
     assert [j.id for j in jobs] == ["1", "1.0"]
@@ -591,6 +605,46 @@ def test_simulator_profile_gpu_ids_must_number_the_gpus(tmp_path, capsys, ids, m
     args = ["simulate", "--trace", str(trace), "--cluster", "2x4", "--profile", str(profile)]
     err = _cli_error(capsys, [*args, "--no-plots"])
     assert f"profile.{message}: the GPU_IDs must be 0 to 7, each once" in err
+
+
+def test_a_simulator_profile_gpu_id_given_twice_is_blamed_on_its_later_row(tmp_path):
+    # numpy's default sort is not stable on sixteen rows: it blamed the first 8 (row 0).
+    from palopt.sim import load_profile
+
+    ids = [8, *range(14, -1, -1)]
+    rows = ["GPU_ID,PerfVar_classA"] + [f"{g},1.0" for g in ids]
+    path = _write(tmp_path, "\n".join(rows) + "\n", "p.csv")
+    with pytest.raises(InputError, match=r"^profile.GPU_ID\[7\] = 8: the GPU_IDs must be 0 to 15"):
+        load_profile(path, build_cluster(1, 2, 8))
+
+
+def test_a_simulator_profile_needs_a_perfvar_column(tmp_path):
+    from palopt.sim import load_profile
+
+    path = _write(tmp_path, "GPU_ID,sf_classA\n0,1.0\n1,1.0\n", "p.csv")
+    with pytest.raises(InputError, match=r"^profile.columns = .*: no PerfVar_<class> column"):
+        load_profile(path, build_cluster(1, 1, 2))
+
+
+def test_a_simulator_profile_needs_one_row_per_gpu(tmp_path):
+    from palopt.sim import load_profile
+
+    path = _write(tmp_path, "PerfVar_classA\n1.0\n1.0\n1.0\n", "p.csv")
+    with pytest.raises(InputError, match="^profile = 3: has 3 GPU rows, the cluster has 2 GPUs"):
+        load_profile(path, build_cluster(1, 1, 2))
+
+
+@pytest.mark.parametrize(
+    ("values", "field"),
+    [(("1.0,1.0", "0,1.0"), r"PerfVar_A\[1\] = 0.0"), (("1.0,1.0", "1.0,-2"), r"sf_A\[1\] = -2.0")],
+)
+def test_a_simulator_profile_value_out_of_range_is_named_by_its_column(tmp_path, values, field):
+    # not as profile.rank / profile.charge, names the file does not use
+    from palopt.sim import load_profile
+
+    path = _write(tmp_path, "PerfVar_A,sf_A\n" + "\n".join(values) + "\n", "p.csv")
+    with pytest.raises(InputError, match=f"^profile.{field}: must be a finite number from"):
+        load_profile(path, build_cluster(1, 1, 2))
 
 
 def test_simulate_refuses_to_write_over_its_inputs(tmp_path, capsys):

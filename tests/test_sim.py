@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from dataclasses import replace
 
 import numpy as np
@@ -26,7 +27,7 @@ from palopt.sim import (
 )
 from palopt.sim.engine import DONE, RUNNING, SimulationStalled
 from palopt.sim.metrics import format_summary, job_table
-from palopt.sim.trace import MAX_TIME_S
+from palopt.sim.trace import MAX_TIME_S, check_trace
 from palopt.solvers.base import build_result
 from palopt.topology import build_cluster
 
@@ -420,6 +421,20 @@ def test_synthetic_trace_distribution():
     assert secs.min() >= 60 * 10**1.5 - 1 and secs.max() <= 60 * 10**4 + 1
     assert np.mean(secs > 60 * 10**3) == pytest.approx(0.2, abs=0.03)
     assert np.mean([j.num_gpus == 4 for j in t]) == pytest.approx(0.25, abs=0.03)
+    # whole seconds, as documented
+    assert all(j.iterations == int(j.iterations) and j.submit_time == int(j.submit_time) for j in t)
+
+
+def test_synthetic_trace_cuts_large_draws_to_max_gpus():
+    t = synthetic_trace(20, 10.0, 0, np.array([2, 8]), np.array([0.5, 0.5]), max_gpus=4)
+    assert {j.num_gpus for j in t} == {2, 4}
+
+
+@pytest.mark.parametrize(("n_jobs", "load"), [(0, 10.0), (1, 0.0), (1, -1.0)])
+def test_synthetic_trace_needs_a_job_and_a_positive_load(n_jobs, load):
+    # no job: IndexError (gaps[0]); no load: infinite gaps
+    with pytest.raises(InputError, match="need at least one job and a positive load"):
+        synthetic_trace(n_jobs, load, 0, np.array([1]), np.array([1.0]))
 
 
 def test_extra_jobs_untracked():
@@ -444,12 +459,36 @@ def test_extra_jobs_stop_at_the_clock_s_limit():
     slow = extra_jobs(trace, 1000, rate_per_hour=1e-6)
     assert 0 < len(slow) < 1000 and slow[-1].submit_time <= MAX_TIME_S
     assert slow == extra_jobs(trace, 2000, rate_per_hour=1e-6)
+    # the first job too late ends them: none is skipped for a later, shorter gap
+    assert [j.id for j in slow] == [f"x{k}" for k in range(len(slow))]
     assert extra_jobs(trace, 5, rate_per_hour=1e-320) == ()
     cfg = SimConfig(round_s=100, extra_jobs=True, extra_rate=1e-320, check=True)
     res = simulate(build_cluster(1, 1, 2), flat(2), trace, "pal", "fifo", cfg)
     assert summary(res)["jobs"] == 1 and len(res.jobs) == 1
     with pytest.raises(InputError, match="rate_per_hour = 0: must be a finite number > 0"):
         extra_jobs(trace, 5, rate_per_hour=0)
+
+
+def test_extra_jobs_never_arrive_after_the_clock_s_limit():
+    # The limit was checked before the gap was rounded up to whole seconds: after a last
+    # submit time of x.5 s, a job arrived at 1e12 + 0.5 s, which check_trace refuses.
+    gap = -math.log(1.0 - random.Random(1).random()) * 3600.0  # the first draw at 1 an hour
+    assert math.ceil(gap) - gap > 0.5
+    late = [job("a", 1, MAX_TIME_S - math.ceil(gap) + 0.5, 100)]
+    assert extra_jobs(late, 1, rate_per_hour=1.0) == ()
+    just = [job("a", 1, MAX_TIME_S - math.ceil(gap), 100)]
+    assert [j.submit_time for j in extra_jobs(just, 1, rate_per_hour=1.0)] == [MAX_TIME_S]
+
+
+def test_check_trace_takes_the_limits_and_names_bad_fields():
+    check_trace([job("a", 1, MAX_TIME_S, MAX_TIME_S)])  # submit and run time at the limit
+    for bad, message in [
+        ([job(" ", 1, 0, 100)], r"trace\[0\].job_id = ' ': empty job id"),
+        ([job("a", 1, 0, 100, cls=7)], r"trace\[0\].job_class = 7: expected a class name"),
+        ([job("a", 1, 0, 100), ("b", 1)], r"trace\[1\] = .*must be a TraceJob"),
+    ]:
+        with pytest.raises(InputError, match=message):
+            check_trace(bad)
 
 
 def test_policy_orders():
@@ -508,6 +547,15 @@ def test_correlated_profile():
     assert np.corrcoef(np.log(hi.rank))[0, 1] > 0.8
     assert abs(np.corrcoef(np.log(lo.rank))[0, 1]) < 0.1
     assert np.median(hi.rank, axis=1) == pytest.approx([1.0, 1.0])
+    # each class's log-slowdown has spread sigma, and the classes correlate by rho**2
+    mid = np.log(correlated_profile(20000, ("A", "B"), 0.1, 0.5, seed=0).rank)
+    assert mid.std(axis=1) == pytest.approx([0.1, 0.1], rel=0.03)
+    assert np.corrcoef(mid)[0, 1] == pytest.approx(0.25, abs=0.03)
+
+
+def test_correlated_profile_takes_rho_and_sigma_at_their_limits():
+    p = correlated_profile(8, ("A", "B"), (0.0, 1.0), -1.0, seed=0)
+    assert p.rank[0].tolist() == [1.0] * 8 and p.rank.shape == (2, 8)
 
 
 def test_bad_inputs():
@@ -704,6 +752,19 @@ def test_seeded_inputs_reject_a_negative_seed() -> None:
     assert isinstance(profile, ClusterProfile)
     with pytest.raises(InputError, match="seed = -1"):
         profile.tiled(16, 4, seed=-1)
+
+
+@pytest.mark.parametrize(("n", "n_gpus"), [(8, 6), (6, 8)])
+def test_tiled_profile_needs_whole_servers_on_both_sides(n, n_gpus):
+    profile = correlated_profile(n, ("A",), 0.05, 0.5, seed=0)
+    with pytest.raises(InputError, match=f"profile = \\({n}, {n_gpus}\\): GPU counts must be"):
+        profile.tiled(n_gpus, 4, seed=0)
+
+
+@pytest.mark.parametrize("shape", [(1,), (1, 2, 2)])
+def test_cluster_profile_wants_a_2d_array(shape):
+    with pytest.raises(InputError, match="profile.rank = 'ndarray': expected a 2-D numpy array"):
+        ClusterProfile(("A",), np.ones(shape), np.ones(shape))
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,8 @@ import numpy as np
 
 from palopt.cli import main
 from palopt.sim import load_profile
-from palopt.topology import parse_shape
+from palopt.topology import build_cluster, parse_shape
+from palopt.variability import VariabilityProfile, save_profile
 
 
 def test_imported_profile_drives_a_simulation(tmp_path, artifact_dir, capsys):
@@ -38,6 +39,9 @@ def test_imported_profile_drives_a_simulation(tmp_path, artifact_dir, capsys):
     assert np.array_equal(one.charge, load_profile(prof, topo, seed=3).charge)  # seeded
     assert not np.array_equal(one.charge, load_profile(prof, topo, seed=4).charge)
     assert len(np.unique(one.rank)) < len(np.unique(one.charge))  # ranked by binned levels
+    art = load_profile(prof, topo, seed=3, binning="artifact")
+    assert np.array_equal(art.charge, one.charge)
+    assert not np.array_equal(art.rank, one.rank)  # the binning asked for, not kmeans
     trace = tmp_path / "trace.csv"
     trace.write_text(
         "job_id,num_gpus,submit_time,duration,model\n"
@@ -66,3 +70,11 @@ def test_imported_profile_drives_a_simulation(tmp_path, artifact_dir, capsys):
     )
     summary = json.loads((out / "summary.json").read_text())
     assert summary["jobs"] == 3 and summary["avg_jct_h"] > 0
+
+
+def test_an_unmeasured_class_counts_as_the_median_gpu(tmp_path):
+    # Not dropped: only gpu g1 measured both classes, too few for two GPUs.
+    values = np.array([[1.0, 1.2], [np.nan, 1.1]])
+    save_profile(VariabilityProfile(("A", "B"), ("g0", "g1"), values), tmp_path / "p.json")
+    profile = load_profile(tmp_path / "p.json", build_cluster(1, 1, 2), seed=0)
+    assert sorted(zip(*profile.charge.tolist(), strict=True)) == [(1.0, 1.0), (1.2, 1.1)]

@@ -235,7 +235,8 @@ def extra_jobs(
     out = []
     for k in range(count):
         gap = -math.log(1.0 - rng.random()) / rate_per_hour * 3600.0
-        if t + gap > MAX_TIME_S:
+        # gap first: it may be infinite, and math.ceil overflows on that
+        if t + gap > MAX_TIME_S or t + math.ceil(gap) > MAX_TIME_S:
             break
         t += math.ceil(gap)
         out.append(replace(trace[k % len(trace)], id=f"x{k}", submit_time=float(t), tracked=False))
