@@ -78,8 +78,7 @@ def test_bad_instance_exit_2_one_line(instance_file, capsys, edit, message):
 
 
 def test_unreadable_inputs_exit_2(tmp_path, capsys):
-    assert main(["solve", str(tmp_path / "missing.json")]) == 2
-    assert "missing.json" in capsys.readouterr().err
+    # A missing file: test_an_input_file_that_is_missing_or_a_folder_is_named_by_its_argument
     broken = tmp_path / "broken.json"
     broken.write_text("{\n  'x': 1\n}")
     assert main(["solve", str(broken)]) == 2
@@ -263,3 +262,37 @@ def test_an_empty_file_name_is_refused_by_its_argument(argv, instance_file, caps
         main([a.format(inst=instance_file) for a in argv])
     assert exc.value.code == 2
     assert "'': an empty file name" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "argument"),
+    [
+        (["validate", "{f}"], "instance"),
+        (["solve", "{f}"], "instance"),
+        (["simulate", "--trace", "{f}", "--correlated", "0"], "--trace"),
+        (["simulate", "--trace", "{inst}", "--profile", "{f}"], "--profile"),
+        (["topology", "show", "{f}"], "file"),
+        (["topology", "build", "--slurm", "{f}"], "--slurm"),
+        (["topology", "build", "--nvidia-smi", "{f}"], "--nvidia-smi"),
+        (["topology", "build", "--server", "n[1-2]={f}"], "--server"),
+        (["profile", "show", "{f}"], "file"),
+        (["profile", "assign", "{f}", "--cluster", "2x4", "-o", "{out}"], "file"),
+        (["profile", "import", "{f}", "--id", "gpu", "--value", "perf", "-o", "{out}"], "file"),
+        (["sweep", "{f}"], "grid"),
+    ],
+)
+@pytest.mark.parametrize("kind", ["missing", "folder"])
+def test_an_input_file_that_is_missing_or_a_folder_is_named_by_its_argument(
+    argv, argument, kind, instance_file, tmp_path, capsys
+):
+    # A missing file was "[Errno 2] No such file or directory: 'x'", naming no argument.
+    path = tmp_path / "in.json"
+    if kind == "folder":
+        path.mkdir()
+    out = tmp_path / "out.json"
+    with pytest.raises(SystemExit) as exc:
+        main([a.format(f=path, inst=instance_file, out=out) for a in argv])
+    assert exc.value.code == 2
+    reason = "no such file" if kind == "missing" else "is a folder, not a file"
+    assert f"argument {argument}: '{path}': {reason}" in capsys.readouterr().err
+    assert not out.exists()

@@ -159,7 +159,6 @@ def _bad_conf(tmp_path: Path) -> Path:
             "no switch in",
         ),
         (lambda t: ["--slurm", str(SAMPLES / "topology.conf")], "no GPU matrix for this node"),
-        (lambda t: ["--nvidia-smi", str(t / "missing.txt")], "No such file"),
         (lambda t: ["--server", f"n[2-1]={SAMPLES / 'dgx-a100.txt'}"], "start above end"),
         (lambda t: [], "give --slurm, --nvidia-smi or --server"),
         (

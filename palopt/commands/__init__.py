@@ -33,6 +33,27 @@ def file_path(text: str) -> Path:
     return Path(text)
 
 
+def input_file(text: str) -> Path:
+    """An argparse type: a file to read, which must exist and not be a folder (argparse then
+    names the argument in its error, where a failed read later could only name the path).
+
+    Examples
+    --------
+    >>> input_file(__file__).name
+    '__init__.py'
+    >>> input_file("no-such-file.json")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: 'no-such-file.json': no such file
+    """
+    path = file_path(text)
+    if not path.exists():
+        raise argparse.ArgumentTypeError(f"{text!r}: no such file")
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{text!r}: is a folder, not a file")
+    return path
+
+
 def image_path(text: str) -> Path:
     """An argparse type: a file name (see :func:`file_path`) whose suffix names one of
     :data:`IMAGE_FORMATS`.

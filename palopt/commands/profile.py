@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from palopt.binning import METHODS, bin_values
-from palopt.commands import check_output, file_path, image_path
+from palopt.commands import check_output, file_path, image_path, input_file
 from palopt.errors import InputError
 from palopt.topology import parse_shape
 from palopt.variability import (
@@ -40,7 +40,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "median, normalise to the median GPU (larger = slower) and write a "
         "palopt.profile/1 JSON file.",
     )
-    p.add_argument("file", type=file_path, help="CSV file with a header line")
+    p.add_argument("file", type=input_file, help="CSV file with a header line")
     p.add_argument(
         "--id",
         required=True,
@@ -76,7 +76,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_import)
 
     p = cmds.add_parser("show", help="print per-class spread and binning of a profile")
-    p.add_argument("file", type=file_path, help="profile file (palopt.profile/1 JSON)")
+    p.add_argument("file", type=input_file, help="profile file (palopt.profile/1 JSON)")
     p.add_argument("--method", choices=METHODS, default="kmeans", help="binning rule")
     p.add_argument("--tol", type=float, default=0.02, help="relative tolerance (kmeans rule)")
     p.add_argument(
@@ -91,7 +91,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "each GPU's values for all classes together, and write the profile keyed "
         "by the cluster's GPU ids (gpu0, gpu1, ...), with the measured origin.",
     )
-    p.add_argument("file", type=file_path, help="profile file (palopt.profile/1 JSON)")
+    p.add_argument("file", type=input_file, help="profile file (palopt.profile/1 JSON)")
     p.add_argument(
         "--cluster",
         required=True,

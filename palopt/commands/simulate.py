@@ -13,6 +13,7 @@ from palopt.commands import (
     check_folder,
     check_not_input,
     file_path,
+    input_file,
     option_dict,
     parse_option,
     require_plotting,
@@ -103,7 +104,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("simulate", help="simulate a job trace round by round")
     p.add_argument(
         "--trace",
-        type=file_path,
+        type=input_file,
         required=True,
         help="CSV: job_id,num_gpus,submit_time,duration(iterations),model",
     )
@@ -113,7 +114,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument(
         "--profile",
-        type=file_path,
+        type=input_file,
         help="per-GPU CSV with PerfVar_<class> (charged) and sf_<class> (ranked), "
         "or a palopt.profile/1 JSON file from `palopt profile import` "
         "(assigned to the cluster with --seed, ranked by k-means levels)",

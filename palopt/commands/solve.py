@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from palopt.commands import check_output, file_path, option_dict, parse_option
+from palopt.commands import check_output, file_path, input_file, option_dict, parse_option
 from palopt.cost import assert_feasible
 from palopt.errors import refuse_differing
 from palopt.export import format_slurm
@@ -20,7 +20,7 @@ from palopt.solvers.exact.runner import DEFAULT_TIME_LIMIT
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the commands of this module."""
     p = sub.add_parser("solve", help="place an instance's queue and print the placement")
-    p.add_argument("instance", type=file_path, help="instance JSON file (see `palopt schema`)")
+    p.add_argument("instance", type=input_file, help="instance JSON file (see `palopt schema`)")
     p.add_argument(
         "--solver",
         default="pal",
@@ -63,7 +63,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_solve)
 
     p = sub.add_parser("validate", help="check an instance file; exit 2 with the reason if bad")
-    p.add_argument("instance", type=file_path)
+    p.add_argument("instance", type=input_file)
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the instance format")

@@ -8,7 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from palopt.commands import check_folder, file_path
+from palopt.commands import check_folder, input_file
 from palopt.errors import InputError
 from palopt.io import write_text
 from palopt.sim.experiments import (
@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "table and the paper-style summary. Relative paths (out, data, trace, profile) are "
         "taken from the grid file's folder. See palopt/sweep.py for the file format.",
     )
-    p.add_argument("grid", type=file_path, help="grid TOML file")
+    p.add_argument("grid", type=input_file, help="grid TOML file")
     p.add_argument(
         "--engine",
         choices=["local", "ray"],

@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from palopt.commands import check_output, file_path, image_path
+from palopt.commands import check_output, file_path, image_path, input_file
 from palopt.errors import InputError
 from palopt.hostlist import expand_hostlist
 from palopt.importers.assemble import assemble_topology
@@ -24,7 +24,7 @@ def _server_option(text: str) -> tuple[str, Path]:
     names, sep, path = text.partition("=")
     if not sep or not names or not path:
         raise argparse.ArgumentTypeError(f"expected NAMES=FILE, got {text!r}")
-    return names, Path(path)
+    return names, input_file(path)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -43,11 +43,11 @@ def register(sub: argparse._SubParsersAction) -> None:
         f"are the --server names, or one server {SINGLE_SERVER!r} from --nvidia-smi.",
     )
     p.add_argument(
-        "--slurm", type=file_path, metavar="FILE", help="Slurm topology.conf (tree plugin)"
+        "--slurm", type=input_file, metavar="FILE", help="Slurm topology.conf (tree plugin)"
     )
     p.add_argument(
         "--nvidia-smi",
-        type=file_path,
+        type=input_file,
         metavar="FILE",
         help="saved `nvidia-smi topo -m` output for every server without --server",
     )
@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_build)
 
     p = cmds.add_parser("show", help="summarise a topology (servers, GPUs, tiers, islands)")
-    p.add_argument("file", type=file_path, help="topology JSON or instance JSON")
+    p.add_argument("file", type=input_file, help="topology JSON or instance JSON")
     p.add_argument(
         "--png",
         type=image_path,
