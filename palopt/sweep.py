@@ -42,7 +42,7 @@ from typing import Any
 
 import pandas as pd
 
-from palopt.errors import InputError, PaloptError, check_fields
+from palopt.errors import InputError, PaloptError, check_count, check_fields
 from palopt.io import check_file_name, read_text, write_text
 
 if sys.version_info >= (3, 11):
@@ -344,7 +344,7 @@ def run_sweep(
     Raises
     ------
     InputError
-        For an unknown engine, or fewer than one worker.
+        For an unknown engine, or ``workers`` that is not a positive integer.
 
     Examples
     --------
@@ -367,8 +367,8 @@ def run_sweep(
     >>> calls
     [1, 2, 3]
     """
-    if workers is not None and workers < 1:
-        raise InputError("workers", workers, "must be at least 1")
+    if workers is not None:  # 2.5 or "2" raised a bare TypeError
+        workers = check_count(workers, "workers")
     cells = expand(spec)
     todo = [c for c in cells if not _cell_file(spec, c).exists()]
     fn = partial(_labelled, fn, tuple(spec.grid))

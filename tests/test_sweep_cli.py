@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -37,6 +38,10 @@ def test_sweep_runs_resumes_and_summarises(tmp_path, artifact_dir, capsys):
     assert main(["sweep", str(grid), "--workers", "2", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "Improvement over packed-sticky" in out and "pal" in out
+    assert out.startswith(f"2 runs; results in {tmp_path / 'out' / 'results.csv'}\n")
+    assert "Improvement over packed-sticky by workload (1 - JCT / JCT_packed-sticky)" in out
+    assert re.search(r"^  pal +16\.\d%", out, re.MULTILINE)  # 1 - 7.03 / 8.40
+    assert (tmp_path / "out" / "summary.txt").read_text() == out.split("\n", 1)[1]
     table = pd.read_csv(tmp_path / "out" / "results.csv").set_index("placement")
     # The artifact's average JCTs for workload 1 (see tests/test_sim_artifact.py).
     assert table.loc["pal", "avg_jct_h"] == pytest.approx(7.028, rel=0.01)
@@ -207,3 +212,71 @@ def test_a_cell_with_two_traces_is_refused(tmp_path, artifact_dir, capsys):
     assert "load = 12: a cell takes one of trace, workload and load; also workload" in (
         capsys.readouterr().err
     )
+
+
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('colour = "red"', "fixed.colour = 'red': unknown parameter; known: "),
+        ('placement = "pall"', "fixed.placement = 'pall': unknown placement; known: "),
+        ('trace = ""', "fixed.trace = '': an empty file name"),
+    ],
+)
+def test_a_bad_fixed_parameter_is_named_in_the_fixed_table(tmp_path, capsys, line, message):
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f'[sweep]\nout = "out"\n[grid]\nseed = [0]\n[fixed]\n{line}\n')
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2
+    assert f"grid.toml: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_fixed_placement_can_be_the_baseline(tmp_path, artifact_dir, capsys):
+    small_trace(tmp_path)
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        '[sweep]\nout = "out"\nbaseline = "packed-sticky"\n[grid]\nseed = [0]\n'
+        f'[fixed]\nplacement = "packed-sticky"\ntrace = "trace.csv"\ndata = "{artifact_dir}"\n'
+    )
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"1 runs; results in {tmp_path / 'out' / 'results.csv'}\n")
+    assert "Average JCT (hours) by seed" in out
+
+
+def test_a_grid_without_a_baseline_placement_gets_no_improvement_table(
+    tmp_path, artifact_dir, capsys
+):
+    small_trace(tmp_path)
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        '[sweep]\nout = "out"\n[grid]\nplacement = ["pal"]\nseed = [0, 1]\n'
+        f'[fixed]\ntrace = "trace.csv"\ndata = "{artifact_dir}"\n'
+    )
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "2 runs; results in" in out
+    assert "no baseline placement in the grid (sweep.baseline): no improvement table" in out
+    assert "Improvement" not in out and not (tmp_path / "out" / "summary.txt").exists()
+
+
+def test_the_summary_has_a_row_per_value_of_the_other_axes(tmp_path, artifact_dir, capsys):
+    # No sweep.baseline: the summary is over the one of BASELINES the grid runs.
+    small_trace(tmp_path)
+    grid = tmp_path / "grid.toml"
+    grid.write_text(
+        '[sweep]\nout = "out"\n[grid]\nplacement = ["packed-sticky", "pal"]\nseed = [0, 1]\n'
+        f'[fixed]\ntrace = "trace.csv"\ndata = "{artifact_dir}"\n'
+    )
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"4 runs; results in {tmp_path / 'out' / 'results.csv'}\n")
+    assert "packed-nonsticky" not in out
+    gains = out.split("Improvement over packed-sticky by seed (1 - JCT / JCT_packed-sticky)\n")
+    rows = gains[1].split("\n\n")[0].splitlines()
+    assert [row.split() for row in rows] == [
+        ["placement", "pal"],
+        ["cell"],
+        ["0", "0.0%"],
+        ["1", "0.0%"],
+    ]
+    assert (tmp_path / "out" / "summary.txt").read_text() == out.split("\n", 1)[1]

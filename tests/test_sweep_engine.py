@@ -80,11 +80,21 @@ def test_local_run_is_resumable(tmp_path):
         # the same cell twice: run twice, two rows (was)
         ("[grid]\nx = [1, 2, 1]\n", "grid.x = 1: given twice"),
         ("[grid]\nx = [{a = 1, b = 2}, {b = 2, a = 1}]\n", "grid.x = .*: given twice"),
+        ("[grid]\nx = [1, 1]\n", "grid.x = 1: given twice"),
+        ("[grid]\n", "[grid] = {}: expected a table of parameter lists"),
+        ("[fixed]\nx = 1\n", "[grid] = None: expected a table of parameter lists"),
+        ("[sweep]\nout = 0\n[grid]\nx = [1]\n", "sweep.out = 0: expected a string"),
     ],
 )
 def test_bad_grids(tmp_path, body, key):
     with pytest.raises(InputError, match=key.replace("[", r"\[")):
         load_grid(write_grid(tmp_path, body))
+
+
+def test_the_results_folder_is_named_from_the_grid_files_folder(tmp_path):
+    spec = load_grid(write_grid(tmp_path, '[sweep]\nout = ""\n[grid]\nx = [1]\n'))
+    assert spec.out == tmp_path  # "" is the grid file's own folder
+    assert load_grid(write_grid(tmp_path, "[grid]\nx = [1]\n")).out == tmp_path / "runs" / "grid"
 
 
 def test_parquet_without_pyarrow_is_refused_before_any_cell_runs(tmp_path, monkeypatch):
@@ -132,24 +142,37 @@ def test_a_sweep_without_tqdm_runs_without_a_progress_bar(tmp_path, monkeypatch)
 
 
 def slow_unless_negative(cell: dict) -> dict:
-    """Fails at once for negative x; the other cells take a second, so they are still running
-    when the pool hears of the failure (with 0.3 s a loaded machine could finish them all)."""
+    """Fails for negative x, but only once another cell has started (it leaves a file in the
+    folder ``cell["started"]``), so a running cell is there to be kept; the other cells take a
+    second, so they are still running when the pool hears of the failure."""
     import time
+    from pathlib import Path
 
+    started = Path(cell["started"])
     if cell["x"] < 0:
+        deadline = time.monotonic() + 30
+        while not any(started.iterdir()) and time.monotonic() < deadline:
+            time.sleep(0.01)
         raise InputError("x", cell["x"], "must be >= 0")
+    (started / str(cell["x"])).touch()
     time.sleep(1.0)
     return {"metric": cell["x"]}
 
 
 def test_after_a_bad_cell_the_running_cells_are_kept_and_the_rest_cancelled(tmp_path):
-    body = '[sweep]\nout = "out"\n[grid]\nx = [-1, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n'
+    started = tmp_path / "started"
+    started.mkdir()
+    body = (
+        '[sweep]\nout = "out"\n[grid]\nx = [-1, 1, 2, 3, 4, 5, 6, 7, 8, 9]\n'
+        f'[fixed]\nstarted = "{started}"\n'
+    )
     spec = load_grid(write_grid(tmp_path, body))
     with pytest.raises(InputError, match="x = -1"):
         run_sweep(spec, slow_unless_negative, workers=2)
     stored = sorted((tmp_path / "out" / "cells").glob("*.json"))
     # the cells the pool had started are stored; the rest were cancelled, not run (was: all
     # run, none stored)
+    assert len(stored) == len(list(started.iterdir()))
     assert 1 <= len(stored) < 9
     assert not list((tmp_path / "out" / "cells").glob("*.tmp"))
 
@@ -216,3 +239,57 @@ def test_cell_file_names_are_checked_before_any_cell_runs(fixed, message):
         prepare(SweepSpec({"seed": (0, 1)}, fixed))
     with pytest.raises(InputError, match=message):
         simulate_cell({**fixed, "cluster": "1x2"})
+
+
+def where_run(cell: dict) -> dict:
+    """A cell function that tells which process ran it."""
+    import os
+
+    return {"pid": os.getpid()}
+
+
+def test_by_default_cells_run_in_a_pool_of_worker_processes(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # workers=None: one process per CPU
+    table = run_sweep(SweepSpec({"x": (1, 2)}, {}, tmp_path / "out"), where_run)
+    assert os.getpid() not in set(table["pid"])
+
+
+@pytest.mark.parametrize("workers", [2.5, "2", True])
+def test_workers_must_be_a_whole_number(tmp_path, workers):
+    # 2.5 and "2" raised a bare TypeError (from the process pool, or '<' on a str)
+    spec = SweepSpec({"x": (1, 2)}, {"y": 1}, tmp_path / "out")
+    with pytest.raises(InputError, match=f"workers = {workers!r}: must be a positive integer"):
+        run_sweep(spec, square_cell, workers=workers)
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unknown_engine_is_refused_before_any_cell_runs(tmp_path):
+    spec = SweepSpec({"x": (1, 2)}, {"y": 1}, tmp_path / "out")
+    with pytest.raises(InputError, match="engine = 'rey': must be 'local' or 'ray'"):
+        run_sweep(spec, square_cell, engine="rey", workers=1)
+    assert not (tmp_path / "out").exists()
+
+
+def test_cells_follow_the_grid_files_order_with_the_last_axis_fastest(tmp_path):
+    spec = load_grid(write_grid(tmp_path, '[grid]\nb = [2, 1]\na = ["y", "x"]\n[fixed]\nk = 0\n'))
+    assert [(c["b"], c["a"]) for c in expand(spec)] == [(2, "y"), (2, "x"), (1, "y"), (1, "x")]
+    table = run_sweep(spec, where_run, workers=1)
+    assert list(table.columns) == ["k", "b", "a", "pid"]  # fixed, axes as given, metrics
+    assert list(zip(table["b"], table["a"], strict=True)) == [
+        (2, "y"),
+        (2, "x"),
+        (1, "y"),
+        (1, "x"),
+    ]
+
+
+def test_the_progress_bar_counts_the_cells_still_to_run(tmp_path, capsys):
+    pytest.importorskip("tqdm")
+    run_sweep(SweepSpec({"x": (1,)}, {"y": 1}, tmp_path / "out"), square_cell, workers=1)
+    capsys.readouterr()
+    spec = SweepSpec({"x": (1, 2, 3)}, {"y": 1}, tmp_path / "out")  # x = 1 is stored
+    assert len(run_sweep(spec, square_cell, workers=1, progress=True)) == 3
+    err = capsys.readouterr().err
+    assert "2/2" in err and "3/3" not in err

@@ -14,7 +14,14 @@ import pytest
 from palopt.cli import main
 from palopt.cost import assert_feasible
 from palopt.errors import InputError
-from palopt.export import FRAME_COLUMNS, local_index, slurm_allocations, to_frame
+from palopt.export import (
+    FRAME_COLUMNS,
+    SlurmAllocation,
+    format_slurm,
+    local_index,
+    slurm_allocations,
+    to_frame,
+)
 from palopt.hostlist import expand_hostlist
 from palopt.importers.assemble import assemble_topology
 from palopt.importers.nvidia_smi import parse_nvidia_smi
@@ -270,6 +277,60 @@ def test_slurm_local_index_falls_back_to_position() -> None:
     [alloc] = slurm_allocations(result, inst)
     assert alloc.nodelist == "h[1-2]"
     assert sorted(d for _, d in alloc.devices) == ["0", "0,1"]
+
+
+def _two_servers(names: tuple[str, str]) -> Instance:
+    """Servers ``names``, listed in that order under one switch, each with GPUs ``g0`` and
+    ``g1`` whose ``local`` (nvidia-smi) indices are 0 and 2, as on a node whose GPU 1 is left
+    out; queue: job ``x`` of 3 GPUs, which fits, and ``y`` of 4, which does not."""
+    graph = nx.Graph()
+    graph.add_node("sw", kind="switch", tier="cluster")
+    for s in names:
+        graph.add_node(s, kind="server")
+        graph.add_edge(s, "sw", link="network")
+        for i, local in enumerate((0, 2)):
+            graph.add_node(f"{s}/g{i}", kind="gpu", local=local)
+            graph.add_edge(f"{s}/g{i}", s, link="pcie")
+    topo = Topology.from_graph(graph)
+    jobs = (Job("x", 3, "A"), Job("y", 4, "A"))
+    return Instance(topo, ("A",), np.ones((1, 4)), np.ones((1, 2)), jobs)
+
+
+def test_slurm_devices_are_local_indices_in_node_list_order() -> None:
+    # Server b is listed before a: the devices follow the node list (a, b), not the topology,
+    # and are the GPUs' nvidia-smi indices (0 and 2), not their positions (0 and 1).
+    inst = _two_servers(("b", "a"))
+    assert [local_index(inst.topology, g) for g in range(4)] == [0, 2, 0, 2]
+    result = solve(inst, "packed-nonsticky")
+    assert result.placements[0].gpus == (0, 1, 2)  # b/g0, b/g1, a/g0
+    assert slurm_allocations(result, inst) == [
+        SlurmAllocation("x", "start", "a,b", (("a", "0"), ("b", "0,2")))
+    ]
+    assert format_slurm(result, inst) == (
+        "# job\taction\tnodelist\tcuda_visible_devices\n"
+        "x\tstart\ta,b\ta=0;b=0,2\n"
+        "# y\twait\tnot placed: needs 4 GPUs, 1 free"
+    )  # no newline at the end
+    frame = to_frame(result, inst)
+    assert frame.loc[0, "servers"] == ("b", "a")  # in the order of the job's GPUs
+    assert frame.loc[0, "gpus"] == ("b/g0", "b/g1", "a/g0")
+    assert list(frame["n_gpus"]) == [3, 4]
+    for column in ("cost", "slowdown", "penalty"):  # missing for y, still a float column
+        assert frame[column].dtype == np.float64 and pd.isna(frame.loc[1, column])
+    all_busy = np.ones(4, dtype=bool)
+    busy = Instance(inst.topology, inst.classes, inst.slowdown, inst.penalty, inst.queue, all_busy)
+    frame = to_frame(solve(busy, "packed-nonsticky"), busy)  # nothing placed: floats still
+    assert list(frame["action"]) == ["wait", "wait"]
+    assert all(frame[c].dtype == np.float64 for c in ("cost", "slowdown", "penalty"))
+
+
+def test_slurm_takes_host_names_with_dots_and_refuses_a_trailing_space() -> None:
+    inst = _two_servers(("n1.example.com", "n2.example.com"))
+    [alloc] = slurm_allocations(solve(inst, "packed-nonsticky"), inst)
+    assert alloc.nodelist == "n1.example.com,n2.example.com"
+    inst = _two_servers(("s0 ", "s1"))
+    with pytest.raises(InputError, match=r"topology.server = 's0 ': not a Slurm node name"):
+        slurm_allocations(solve(inst, "packed-nonsticky"), inst)
 
 
 def test_to_frame(built: Path) -> None:
