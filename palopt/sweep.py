@@ -330,9 +330,9 @@ def run_sweep(
         :func:`functools.partial` of one).
     engine : {"local", "ray"}
     workers : int, optional
-        Local processes (default: CPU count).
+        Local processes (default: CPU count); engine ``"local"`` only.
     address : str, optional
-        Ray cluster address (``None`` starts a local Ray instance).
+        Ray cluster address (``None`` starts a local Ray instance); engine ``"ray"`` only.
     progress : bool
         Show a progress bar on stderr (when tqdm is installed).
 
@@ -344,7 +344,8 @@ def run_sweep(
     Raises
     ------
     InputError
-        For an unknown engine, or ``workers`` that is not a positive integer.
+        For an unknown engine, ``workers`` that is not a positive integer, or an option of
+        the other engine.
 
     Examples
     --------
@@ -369,6 +370,10 @@ def run_sweep(
     """
     if workers is not None:  # 2.5 or "2" raised a bare TypeError
         workers = check_count(workers, "workers")
+    if workers is not None and engine == "ray":  # Ray places the cells itself (was: ignored)
+        raise InputError("workers", workers, "is for engine 'local'")
+    if address is not None and engine != "ray":
+        raise InputError("address", address, "is for engine 'ray'")
     cells = expand(spec)
     todo = [c for c in cells if not _cell_file(spec, c).exists()]
     fn = partial(_labelled, fn, tuple(spec.grid))

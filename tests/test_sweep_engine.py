@@ -272,6 +272,21 @@ def test_an_unknown_engine_is_refused_before_any_cell_runs(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"engine": "ray", "workers": 2}, "workers = 2: is for engine 'local'"),
+        ({"engine": "local", "address": "auto"}, "address = 'auto': is for engine 'ray'"),
+    ],
+)
+def test_an_option_of_the_other_engine_is_refused(tmp_path, options, message):
+    # the Ray engine ignored workers, the local one an address
+    spec = SweepSpec({"x": (1, 2)}, {"y": 1}, tmp_path / "out")
+    with pytest.raises(InputError, match=message):
+        run_sweep(spec, square_cell, **options)
+    assert not (tmp_path / "out").exists()
+
+
 def test_cells_follow_the_grid_files_order_with_the_last_axis_fastest(tmp_path):
     spec = load_grid(write_grid(tmp_path, '[grid]\nb = [2, 1]\na = ["y", "x"]\n[fixed]\nk = 0\n'))
     assert [(c["b"], c["a"]) for c in expand(spec)] == [(2, "y"), (2, "x"), (1, "y"), (1, "x")]
