@@ -176,6 +176,9 @@ def test_improvement_table_refuses_runs_with_unfinished_jobs():
     ]
     with pytest.raises(InputError, match="^unfinished = 3: load 8, placement pal: tracked jobs"):
         improvement_table(rows, "load")
+    rows[1]["unfinished"] = 1  # a single job short is short
+    with pytest.raises(InputError, match="^unfinished = 1: "):
+        improvement_table(rows, "load")
     rows[1]["unfinished"] = 0
     assert improvement_table(rows, "load")[1]["geomean_gain"].tolist() == [pytest.approx(5 / 9)]
 
@@ -365,3 +368,208 @@ def test_fig13_defaults_give_the_documented_table(artifact_dir, scheduler, load,
     spec = fig13_sweep(artifact_dir, Path("unused"), [load], [scheduler], [names[placement]])
     (cell,) = expand(spec)
     assert simulate_cell(cell)["avg_jct_h"] == pytest.approx(documented, abs=5e-4)
+
+
+def _tiny(folder):
+    """The docstring's one-job cell: a 2-GPU profile and a one-job trace in ``folder``."""
+    (folder / "profile.csv").write_text("GPU_ID,PerfVar_classC,sf_classC\n0,1.0,1.0\n1,1.2,1.1\n")
+    (folder / "trace.csv").write_text(
+        "job_id,num_gpus,submit_time,duration,model\n1,2,0,100,vgg19\n"
+    )
+    return {
+        "profile": str(folder / "profile.csv"),
+        "trace": str(folder / "trace.csv"),
+        "cluster": "1x2",
+        "round": 60.0,
+    }
+
+
+def test_simulate_cell_passes_every_model_setting_to_the_simulator(tmp_path, monkeypatch):
+    from palopt.sim import experiments
+
+    seen = {}
+    real = experiments.simulate
+
+    def spy(topo, profile, trace, solver, policy, config):
+        seen.update(profile=profile, config=config, solver=solver, policy=policy)
+        return real(topo, profile, trace, solver, policy, config)
+
+    monkeypatch.setattr(experiments, "simulate", spy)
+    cell = {
+        **_tiny(tmp_path),
+        "completion": "exact",
+        "restart_cost": 30.0,
+        "backfill": True,
+        "extra_jobs": True,
+        "seed": 5,
+        "max_time": 7200.0,
+        "locality_penalty": 2.0,
+        "placement": "pmfirst",
+        "scheduler": "las",
+    }
+    out = simulate_cell(cell)
+    config = seen["config"]
+    assert (config.round_s, config.completion, config.restart_cost_s) == (60.0, "exact", 30.0)
+    assert (config.backfill, config.extra_jobs, config.seed) == (True, True, 5)
+    assert (config.max_time_s, config.penalties) == (7200.0, 2.0)
+    assert seen["solver"].name == "pmfirst"
+    # The summary leaves out solver and policy: the cell's placement and scheduler say them.
+    assert "solver" not in out and "policy" not in out and out["jobs"] == 1
+    profile = seen["profile"]
+    assert (profile.charge != profile.rank).any()  # measured, binned for ranking
+    simulate_cell({**cell, "fixed_charge": True})
+    assert (seen["profile"].charge == seen["profile"].rank).all()  # charged what it ranks by
+
+
+def test_simulate_cell_names_a_missing_or_bad_source(tmp_path, artifact_dir):
+    tiny = _tiny(tmp_path)
+    with pytest.raises(InputError, match="^profile = None: give 'profile' or 'data'$"):
+        simulate_cell({"trace": tiny["trace"], "cluster": "1x2"})
+    with pytest.raises(InputError, match="^data = None: needed for 'workload' or 'load' cells$"):
+        simulate_cell({"profile": tiny["profile"], "cluster": "1x2", "workload": 1})
+    with pytest.raises(InputError, match="^gpu_dist = 'philly': must be 'synergy' or 'traces'$"):
+        simulate_cell({"data": str(artifact_dir), "load": 8.0, "gpu_dist": "philly"})
+    # A key that is not text was a TypeError in the solver's keyword arguments.
+    with pytest.raises(InputError, match="^placement_options = .*: expected a mapping"):
+        simulate_cell({**tiny, "placement_options": {1: 2}})
+
+
+def test_simulate_cell_runs_the_last_sia_philly_workload(artifact_dir):
+    s = simulate_cell({"data": str(artifact_dir), "workload": 8, "max_time": 3600.0})
+    assert s["rounds"] == 10 and s["jobs"] + s["unfinished"] > 0
+
+
+def test_prepare_puts_the_version_and_the_grid_context_in_the_cells_ids(tmp_path):
+    from palopt import __version__
+    from palopt.sim.experiments import prepare
+    from palopt.sweep import SweepSpec
+
+    spec = SweepSpec({"placement": ("pal",)}, {}, tmp_path / "out", context="trace v2")
+    done = prepare(spec, tmp_path / "grids")
+    assert done.context == f"trace v2; palopt {__version__}; files from ../grids"
+
+
+def test_the_figure_sweeps_default_to_the_papers_grids():
+    from pathlib import Path
+
+    from palopt.sim.experiments import FIG10_PLACEMENTS, fig10_sweep, fig12_sweep
+
+    fig10 = fig10_sweep("data", Path("out"))
+    assert fig10.grid == {"workload": tuple(range(1, 9)), "placement": FIG10_PLACEMENTS}
+    fig12 = fig12_sweep("data", Path("out"))
+    assert fig12.grid["locality_penalty"] == (1.0, 1.5, 2.0, 2.5, 3.0)
+    assert fig12.grid["placement"] == ("packed-sticky", "packed-nonsticky", "pmfirst", "pal")
+
+
+def test_improvement_table_averages_the_runs_of_a_cell():
+    rows = [
+        {"seed": s, "workload": 1, "placement": p, "avg_jct_h": v}
+        for s, vals in (
+            (0, {"packed-sticky": 4.0, "pal": 1.0}),
+            (1, {"packed-sticky": 2.0, "pal": 2.0}),
+        )
+        for p, v in vals.items()
+    ]
+    jct, gains = improvement_table(rows, "workload")
+    assert jct.loc[1].to_dict() == {"packed-sticky": 3.0, "pal": 1.5}
+    assert gains["geomean_gain"].tolist() == [pytest.approx(0.5)]
+
+
+def test_format_tables_text():
+    from palopt.sim.experiments import format_tables
+
+    rows = [
+        {"workload": w, "placement": p, "avg_jct_h": v}
+        for w, vals in (
+            (1, {"packed-sticky": 10.0, "packed-nonsticky": 8.0, "pal": 5.0}),
+            (2, {"packed-sticky": 4.0, "packed-nonsticky": 4.0, "pal": 2.0}),
+        )
+        for p, v in vals.items()
+    ]
+    text = format_tables(*improvement_table(rows, "workload"), "workload")
+    lines = text.splitlines()
+    assert not text.endswith("\n")
+    # per workload: each baseline's own column left out, improvements in percent
+    at = lines.index("Improvement over packed-sticky by workload (1 - JCT / JCT_packed-sticky)")
+    assert lines[at + 1].split() == ["placement", "packed-nonsticky", "pal"]
+    assert lines[at + 3].split() == ["1", "20.0%", "50.0%"]
+    at = lines.index(
+        "Improvement over packed-nonsticky by workload (1 - JCT / JCT_packed-nonsticky)"
+    )
+    assert lines[at + 1].split() == ["placement", "packed-sticky", "pal"]
+    assert lines[at + 3].split() == ["1", "-25.0%", "37.5%"]
+    # the geomeans, in the baselines' order
+    assert lines[-6:] == [
+        "Improvement over packed-sticky: geomean (min .. max)",
+        "  packed-nonsticky     10.6%  (0.0% .. 20.0%)",
+        "  pal                  50.0%  (50.0% .. 50.0%)",
+        "Improvement over packed-nonsticky: geomean (min .. max)",
+        "  packed-sticky       -11.8%  (-25.0% .. 0.0%)",
+        "  pal                  44.1%  (37.5% .. 50.0%)",
+    ]
+    # the baselines alone: the JCT table only, without a final newline
+    jct, gains = improvement_table(
+        [r for r in rows if r["placement"] == "packed-sticky"], "workload"
+    )
+    assert gains.empty
+    alone = format_tables(jct, gains, "workload")
+    assert alone.startswith("Average JCT (hours) by workload\n") and "Improvement" not in alone
+    assert alone.splitlines()[-1].split() == ["2", "4.000"] and not alone.endswith("\n")
+
+
+def test_plot_normalised_refuses_a_baseline_that_did_not_run(tmp_path):
+    from palopt.sim.experiments import plot_normalised
+
+    jct, _ = improvement_table([{"load": 8, "placement": "pal", "avg_jct_h": 1.0}], "load")
+    with pytest.raises(InputError, match="^baseline = 'packed-sticky': not among the placements"):
+        plot_normalised(jct, "packed-sticky", tmp_path / "p.png", "t")
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_a_synthetic_trace_fits_the_cluster(artifact_dir, tmp_path, monkeypatch):
+    from palopt.sim import experiments
+
+    traces = []
+    real = experiments.simulate
+
+    def spy(topo, profile, trace, *rest):
+        traces.append(trace)
+        return real(topo, profile, trace, *rest)
+
+    monkeypatch.setattr(experiments, "simulate", spy)
+    profile = tmp_path / "profile.csv"
+    profile.write_text("GPU_ID,PerfVar_classA,PerfVar_classB\n0,1.0,1.0\n1,1.1,1.1\n")
+    cell = {"data": str(artifact_dir), "profile": str(profile), "cluster": "1x2", "load": 8.0}
+    cell["n_jobs"] = 30
+    simulate_cell({**cell, "max_time": 360.0})
+    (trace,) = traces
+    assert len(trace) == 90 and sum(j.tracked for j in trace) == 30
+    sizes = {j.num_gpus for j in trace}
+    assert max(sizes) == 2 and 1 in sizes  # the 4- and 8-GPU draws cut to the cluster's 2
+
+
+def test_simulate_cell_refuses_a_profile_of_part_servers(tmp_path):
+    # 6 rows for 4-GPU servers: tiling would have drawn from the first server only.
+    cell = _tiny(tmp_path)
+    (tmp_path / "p6.csv").write_text(
+        "GPU_ID,PerfVar_classC\n" + "".join(f"{g},1.0\n" for g in range(6))
+    )
+    with pytest.raises(InputError, match="^profile = 6: has 6 GPU rows, the cluster has 8 GPUs"):
+        simulate_cell({**cell, "profile": str(tmp_path / "p6.csv"), "cluster": "2x4"})
+
+
+def test_simulate_cell_reads_a_trace_and_a_profile_again_once_edited(tmp_path):
+    # Cached by file name: a trace or profile edited between two cells of one session (a
+    # notebook, a sweep in one process) was simulated as it was at first.
+    cell = _tiny(tmp_path)
+    first = simulate_cell(cell)["avg_jct_h"]
+    (tmp_path / "new").mkdir()
+    for name, text in (
+        ("trace.csv", "job_id,num_gpus,submit_time,duration,model\n1,2,0,2000,vgg19\n"),
+        ("profile.csv", "GPU_ID,PerfVar_classC,sf_classC\n0,2.0,2.0\n1,2.0,2.0\n"),
+    ):
+        (tmp_path / name).write_text(text)
+        (tmp_path / "new" / name).write_text(text)
+        fresh = {**cell, name.split(".")[0]: str(tmp_path / "new" / name)}
+        assert simulate_cell(cell)["avg_jct_h"] == simulate_cell(fresh)["avg_jct_h"] > first
+        first = simulate_cell(cell)["avg_jct_h"]

@@ -512,3 +512,74 @@ def test_drawing_options_are_checked_before_any_work(
             assert captured.out == ""
             assert captured.err.startswith(f"palopt: error: {flag} = '")
             assert captured.err.endswith(f": {problem}\n")
+
+
+ISLANDS_3_1 = (
+    "\tGPU0\tGPU1\tGPU2\tGPU3\n"
+    "GPU0\t X \tNV2\tNV2\tPIX\n"
+    "GPU1\tNV2\t X \tNV2\tPIX\n"
+    "GPU2\tNV2\tNV2\t X \tPIX\n"
+    "GPU3\tPIX\tPIX\tPIX\t X \n"
+)
+
+
+def test_show_lists_uneven_islands_largest_first(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    smi = tmp_path / "smi.txt"
+    smi.write_text(ISLANDS_3_1)
+    out = tmp_path / "t.json"
+    assert main(["topology", "build", "--nvidia-smi", str(smi), "-o", str(out)]) == 0
+    assert capsys.readouterr().out == f"{out}: 4 GPUs on 1 servers, tiers nvlink < server\n"
+    assert main(["topology", "show", str(out)]) == 0
+    assert capsys.readouterr().out == (
+        "4 GPUs on 1 servers, 0 switches; tiers nvlink < server\n"
+        "tier      groups  GPUs per group (x number of groups)\n"
+        "nvlink         2  3, 1\n"
+        "server         1  4\n"
+        "servers:\n"
+        "  server0  4 GPUs each, NVLink islands 3+1\n"
+    )
+
+
+def test_show_counts_groups_of_each_size_largest_first(
+    built: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["topology", "show", str(built)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "server        10  8 (x8), 4 (x2)" in lines
+    assert "cluster        1  72" in lines
+
+
+def test_build_to_stdout_ends_with_a_newline(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["topology", "build", "--nvidia-smi", str(SAMPLES / "pcie-only.txt")]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("}\n") and not out.endswith("\n\n")
+
+
+@pytest.mark.parametrize("value", ["n1=", "=dgx.txt", "n1"])
+def test_build_server_option_needs_names_and_a_file(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exc:
+        main(["topology", "build", "--server", value])
+    assert exc.value.code == 2
+    assert f"expected NAMES=FILE, got {value!r}" in capsys.readouterr().err
+
+
+def test_show_names_the_topology_of_a_bad_instance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "inst.json"
+    path.write_text(json.dumps({"format": "palopt.instance/1", "topology": 3}))
+    assert main(["topology", "show", str(path)]) == 2
+    assert f"palopt: error: {path}: topology = 3" in capsys.readouterr().err
+
+
+def test_tree_layout_centres_each_node_over_its_children() -> None:
+    topo = Topology.from_graph(_untiered_tree())
+    pos = _tree_layout(topo)
+    assert [pos[f"n{i}/gpu0"] for i in range(1, 5)] == [(float(i), 0.0) for i in range(4)]
+    assert pos["n2"] == (1.0, 1.0)
+    assert pos["leafA"][0] == 0.5 and pos["leafB"][0] == 2.5 and pos["mid"][0] == 2.5
+    assert pos["top"][0] == pytest.approx((0.5 + 2.5 + pos["spare"][0]) / 3)

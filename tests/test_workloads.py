@@ -56,3 +56,62 @@ def test_bad_files_name_the_field(tmp_path: Path, path: str, value: Any, field: 
     with pytest.raises(InputError) as err:
         load_workloads(bad)
     assert err.value.field == f"{bad}: {field}", str(err.value)
+
+
+def _write(tmp_path: Path, data: Any) -> Path:
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "path, value, field",
+    [
+        # an AttributeError traceback / a TypeError in check_fields / a class that is no name
+        ("models/BERT", 3, "models.BERT"),
+        ("models/BERT", [], "models.BERT"),
+        ("classes", ["classA", 2], "classes"),
+    ],
+)
+def test_bad_parts_name_the_field(tmp_path: Path, path: str, value: Any, field: str) -> None:
+    bad = _write(tmp_path, _edit(path, value))
+    with pytest.raises(InputError) as err:
+        load_workloads(bad)
+    assert err.value.field == f"{bad}: {field}", str(err.value)
+
+
+def test_a_file_that_is_not_an_object_is_named(tmp_path: Path) -> None:
+    bad = _write(tmp_path, ["palopt.workloads/1"])
+    with pytest.raises(InputError, match="format = .*expected 'palopt.workloads/1'") as err:
+        load_workloads(bad)
+    assert err.value.field == f"{bad}: format"
+
+
+def test_optional_fields_and_the_order_written_are_kept(tmp_path: Path) -> None:
+    data = {
+        "format": "palopt.workloads/1",
+        "source": "my lab",
+        "classes": ["slow", "fast"],
+        "models": {
+            "a": {"class": "slow", "base_iter_time": 0.5},
+            "b": {
+                "class": "fast",
+                "base_iter_time": 2,
+                "penalties": {"server": 1e-12, "rack": 1e12},
+                "profile": "bench",
+            },
+        },
+    }
+    w = load_workloads(_write(tmp_path, data))
+    assert (w.classes, w.source) == (("slow", "fast"), "my lab")
+    a, b = w.get("a"), w.get("b")
+    assert (a.job_class, a.base_iter_time, a.penalties, a.profile) == ("slow", 0.5, 1.0, "")
+    assert (b.penalties, b.profile) == ({"server": 1e-12, "rack": 1e12}, "bench")
+
+
+def test_an_unknown_model_lists_the_known_ones_sorted() -> None:
+    with pytest.raises(InputError) as err:
+        load_workloads().get("resnet18")
+    assert str(err.value) == (
+        "model = 'resnet18': unknown model; known: BERT, DCGAN, GPT2, PointNet, resnet50, vgg19"
+    )

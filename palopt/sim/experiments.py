@@ -108,8 +108,24 @@ def _check_paths(cell: Mapping[str, Any]) -> None:
             check_file_name(cell[key], key)
 
 
-@lru_cache(maxsize=8)
+def _stamp(path: str) -> tuple[int, int] | None:
+    """A file's modification time and size: a cache key part, so that an edited file is read
+    again (``None`` if it cannot be read; the read then says why)."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
 def _cluster(profile: str, shape: str, seed: int) -> tuple[Topology, ClusterProfile]:
+    return _cached_cluster(profile, shape, seed, _stamp(profile))
+
+
+@lru_cache(maxsize=8)
+def _cached_cluster(
+    profile: str, shape: str, seed: int, stamp: tuple[int, int] | None
+) -> tuple[Topology, ClusterProfile]:
     topo = parse_shape(shape)
     if profile.endswith(".json"):
         return topo, load_profile(profile, topo, seed)
@@ -129,8 +145,12 @@ def _options(cell: Mapping[str, Any], key: str) -> dict[str, Any]:
     return dict(value)
 
 
-@lru_cache(maxsize=16)
 def _trace(path: str) -> tuple[TraceJob, ...]:
+    return _cached_trace(path, _stamp(path))
+
+
+@lru_cache(maxsize=16)
+def _cached_trace(path: str, stamp: tuple[int, int] | None) -> tuple[TraceJob, ...]:
     return load_trace(path)
 
 
