@@ -444,7 +444,9 @@ def test_prepare_puts_the_version_and_the_grid_context_in_the_cells_ids(tmp_path
     from palopt.sim.experiments import prepare
     from palopt.sweep import SweepSpec
 
-    spec = SweepSpec({"placement": ("pal",)}, {}, tmp_path / "out", context="trace v2")
+    spec = SweepSpec(
+        {"placement": ("pal",)}, {"data": "d", "load": 8}, tmp_path / "out", context="trace v2"
+    )
     done = prepare(spec, tmp_path / "grids")
     assert done.context == f"trace v2; palopt {__version__}; files from ../grids"
 

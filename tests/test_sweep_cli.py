@@ -205,6 +205,37 @@ def test_a_bad_placement_or_key_is_refused_before_any_cell_runs(tmp_path, capsys
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    "lines, message",
+    [
+        ("[grid]\nround = [360, -1]\n[fixed]\nworkload = 1", "grid.round = -1: must be a finite"),
+        ('[grid]\ncluster = ["16x4", "0x4"]\n[fixed]\nworkload = 1', "grid.cluster = '0x4': "),
+        (
+            '[grid]\nworkload = [1, 2]\n[fixed]\ngpu_dist = "philly"',
+            "fixed.gpu_dist = 'philly': must be 'synergy' or 'traces'",
+        ),
+        (
+            "[grid]\nworkload = [1, 9]\n[fixed]",
+            "grid.workload = 9: the Sia-Philly workloads are 1 to 8",
+        ),
+        (
+            "[grid]\nseed = [0, 1]\n[fixed]",
+            "fixed.trace = None: a cell needs 'trace', 'workload' or",
+        ),
+    ],
+)
+def test_a_bad_value_is_refused_before_any_cell_runs(
+    tmp_path, artifact_dir, capsys, lines, message
+):
+    # These were found only when their cell ran, after the others had run (with the cell's
+    # values, not the table of the grid file that gave them).
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f'[sweep]\nout = "out"\n{lines}\ndata = "{artifact_dir}"\n')
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2
+    assert f"grid.toml: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 def test_a_cell_with_two_traces_is_refused(tmp_path, artifact_dir, capsys):
     grid = grid_file(tmp_path, artifact_dir, '"packed-sticky"')
     grid.write_text(grid.read_text() + "load = 12\n")  # and workload 1: load was ignored

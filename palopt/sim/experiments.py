@@ -154,7 +154,9 @@ def _cached_trace(path: str, stamp: tuple[int, int] | None) -> tuple[TraceJob, .
     return load_trace(path)
 
 
-def _cell_trace(cell: Mapping[str, Any], data: Path | None, n_gpus: int) -> tuple[TraceJob, ...]:
+def _trace_source(cell: Mapping[str, Any]) -> str:
+    """Which of ``trace``, ``workload`` and ``load`` gives the cell's trace, its values checked
+    without reading a file."""
     given = [k for k in ("trace", "workload", "load") if cell[k] is not None]
     if len(given) > 1:  # one would be ignored without a word
         raise InputError(
@@ -162,35 +164,68 @@ def _cell_trace(cell: Mapping[str, Any], data: Path | None, n_gpus: int) -> tupl
             cell[given[1]],
             f"a cell takes one of trace, workload and load; also {given[0]}",
         )
-    if cell["trace"] is not None:
-        return _trace(str(cell["trace"]))
-    if data is None:
-        raise InputError("data", None, "needed for 'workload' or 'load' cells")
-    if cell["workload"] is not None:
-        workload = check_count(cell["workload"], "workload")
-        if workload > 8:
-            raise InputError("workload", workload, "the Sia-Philly workloads are 1 to 8")
-        return _trace(str(data / "traces" / f"sia-philly-workload-{workload}.csv"))
-    if cell["load"] is None:
+    if not given:
         raise InputError("trace", None, "a cell needs 'trace', 'workload' or 'load'")
+    if given[0] != "trace" and cell["data"] is None:
+        raise InputError("data", None, "needed for 'workload' or 'load' cells")
+    if given[0] == "workload" and check_count(cell["workload"], "workload") > 8:
+        raise InputError("workload", cell["workload"], "the Sia-Philly workloads are 1 to 8")
+    if cell["gpu_dist"] not in ("synergy", "traces"):  # checked in every cell: no typo ignored
+        raise InputError("gpu_dist", cell["gpu_dist"], "must be 'synergy' or 'traces'")
+    if given[0] == "load":
+        check_count(cell["n_jobs"], "n_jobs")
+        check_number(cell["load"], "load")
+    return given[0]
+
+
+def _cell_trace(cell: Mapping[str, Any], n_gpus: int) -> tuple[TraceJob, ...]:
+    source = _trace_source(cell)
+    if source == "trace":
+        return _trace(str(cell["trace"]))
+    data = Path(cell["data"])  # given: _trace_source checked it
+    if source == "workload":
+        return _trace(str(data / "traces" / f"sia-philly-workload-{cell['workload']}.csv"))
     if cell["gpu_dist"] == "traces":
         sizes, probs = gpu_count_distribution(
             [_trace(str(data / "traces" / f"sia-philly-workload-{w}.csv")) for w in range(1, 9)]
         )
-    elif cell["gpu_dist"] == "synergy":
-        sizes, probs = SYNERGY_GPU_COUNTS
     else:
-        raise InputError("gpu_dist", cell["gpu_dist"], "must be 'synergy' or 'traces'")
-    n = check_count(cell["n_jobs"], "n_jobs")
+        sizes, probs = SYNERGY_GPU_COUNTS
+    n = int(cell["n_jobs"])  # checked by _trace_source, as the load
     return synthetic_trace(
-        3 * n,
-        check_number(cell["load"], "load"),
-        cell["seed"],
-        sizes,
-        probs,
-        max_gpus=n_gpus,
-        tracked=(n, 2 * n),
+        3 * n, float(cell["load"]), cell["seed"], sizes, probs, max_gpus=n_gpus, tracked=(n, 2 * n)
     )
+
+
+def _check_cell(cell: Mapping[str, Any]) -> SimConfig:
+    """Every check of a complete cell (all :data:`CELL_KEYS`) that reads no file: file names,
+    the trace's source, the model settings and flags; returns the simulator's settings."""
+    _check_paths(cell)
+    if cell["profile"] is None and cell["data"] is None:
+        raise InputError("profile", None, "give 'profile' or 'data'")
+    _trace_source(cell)
+    check_flag(cell["fixed_charge"], "fixed_charge")
+    config = SimConfig(
+        round_s=cell["round"],
+        penalties=cell["locality_penalty"],
+        completion=cell["completion"],
+        restart_cost_s=cell["restart_cost"],
+        backfill=cell["backfill"],
+        extra_jobs=cell["extra_jobs"],
+        seed=cell["seed"],
+        max_time_s=cell["max_time"],
+        check=cell["check"],
+        time_limit=cell["time_limit"],
+    )
+    # The simulator passes the time limit to each solve, where it wins over an option.
+    refuse_differing(
+        "time_limit",
+        config.time_limit,
+        _options(cell, "placement_options"),
+        "time_limit",
+        "placement_options",
+    )
+    return config
 
 
 def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -241,40 +276,17 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
             f"unknown parameter; known: {', '.join(CELL_KEYS)}",
         )
     cell = {**CELL_KEYS, **params}
-    _check_paths(cell)
-    data = Path(cell["data"]) if cell["data"] is not None else None
-    if cell["profile"] is None and data is None:
-        raise InputError("profile", None, "give 'profile' or 'data'")
-    profile_path = str(cell["profile"] or data / "sim-64gpu-cluster.csv")  # type: ignore[operator]
-    config = SimConfig(
-        round_s=cell["round"],
-        penalties=cell["locality_penalty"],
-        completion=cell["completion"],
-        restart_cost_s=cell["restart_cost"],
-        backfill=cell["backfill"],
-        extra_jobs=cell["extra_jobs"],
-        seed=cell["seed"],
-        max_time_s=cell["max_time"],
-        check=cell["check"],
-        time_limit=cell["time_limit"],
-    )
-    # The simulator passes the time limit to each solve, where it wins over an option.
-    refuse_differing(
-        "time_limit",
-        config.time_limit,
-        _options(cell, "placement_options"),
-        "time_limit",
-        "placement_options",
-    )
+    config = _check_cell(cell)
+    profile_path = str(cell["profile"] or Path(cell["data"]) / "sim-64gpu-cluster.csv")
     topo, profile = _cluster(profile_path, str(cell["cluster"]), config.seed)
     # Checked here so that an error names the cell's key (the simulator names SimConfig's).
     penalty_matrix(topo, profile.classes, config.penalties, "locality_penalty")
-    if check_flag(cell["fixed_charge"], "fixed_charge"):
+    if cell["fixed_charge"]:
         profile = profile.fixed()
     res = simulate(
         topo,
         profile,
-        _cell_trace(cell, data, topo.n_gpus),
+        _cell_trace(cell, topo.n_gpus),
         get_solver(str(cell["placement"]), **_options(cell, "placement_options")),
         get_policy(str(cell["scheduler"]), **_options(cell, "scheduler_options")),
         config,
@@ -288,9 +300,12 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
 def prepare(spec: SweepSpec, files_from: Path | None = None) -> SweepSpec:
     """A sweep of :func:`simulate_cell` cells, checked and completed before any cell runs.
 
-    Every parameter must be one of :data:`CELL_KEYS`, and every placement (the baseline too)
-    and scheduler with its options must be known, so that a typo fails at once rather than when
-    its cell runs (or, in the baseline, after every cell ran).
+    Every parameter must be one of :data:`CELL_KEYS`, every placement (the baseline too) and
+    scheduler with its options must be known, and every cell's values must pass the checks
+    that read no file (the cluster shape, the trace's source, the model settings), so that a
+    typo fails at once rather than when its cell runs (or, in the baseline, after every cell
+    ran). The files, and the locality penalties (which need the profile's classes), are checked
+    as each cell runs.
     The defaults of the parameters the grid does not give are added to ``fixed``, and the
     palopt version (and where relative file names are read from, seen from the results folder)
     to the context. A cell's id then covers everything its result depends on but the code
@@ -312,17 +327,22 @@ def prepare(spec: SweepSpec, files_from: Path | None = None) -> SweepSpec:
     Raises
     ------
     InputError
-        For an unknown parameter, placement, baseline, scheduler or option.
+        For an unknown parameter, placement, baseline, scheduler or option, or a bad value.
 
     Examples
     --------
-    >>> spec = prepare(SweepSpec({"placement": ("pal", "pmfirst")}, {"cluster": "8x4"}))
+    >>> grid = {"placement": ("pal", "pmfirst")}
+    >>> spec = prepare(SweepSpec(grid, {"cluster": "8x4", "data": "d", "workload": 1}))
     >>> spec.fixed["cluster"], spec.fixed["scheduler"], spec.context.startswith("palopt ")
     ('8x4', 'fifo', True)
     >>> prepare(SweepSpec({"placement": ("pal", "pall")}))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
     palopt.errors.InputError: placement = 'pall': unknown placement; known: cpsat, greedy, ...
+    >>> prepare(SweepSpec({"round": (360, -1)}, {"data": "d", "workload": 1}))
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: round = -1: must be a finite number >= 0.001 and <= 1e+12
     """
     given = {f"grid.{k}": list(v) for k, v in spec.grid.items()}
     given.update({f"fixed.{k}": v for k, v in spec.fixed.items()})
@@ -336,14 +356,18 @@ def prepare(spec: SweepSpec, files_from: Path | None = None) -> SweepSpec:
             raise InputError("sweep.baseline", spec.baseline, exc.problem) from None
     fixed = {**{k: v for k, v in CELL_KEYS.items() if k not in spec.grid}, **spec.fixed}
     checked: set[tuple[str, str, str]] = set()
-    for cell in expand(replace(spec, fixed=fixed)):
-        _check_paths(cell)
+    cells = expand(replace(spec, fixed=fixed))
+    for cell in cells:  # names first: a typo is named before what its cell lacks
         for key, make in (("placement", _placement), ("scheduler", get_policy)):
             options = _options(cell, f"{key}_options")
             seen = (key, str(cell[key]), json.dumps(options, sort_keys=True, default=str))
             if seen not in checked:
                 make(str(cell[key]), **options)
                 checked.add(seen)
+    for shape in dict.fromkeys(str(cell["cluster"]) for cell in cells):
+        parse_shape(shape)
+    for cell in cells:
+        _check_cell(cell)
     files = (
         ""
         if files_from is None
