@@ -575,3 +575,31 @@ def test_simulate_cell_reads_a_trace_and_a_profile_again_once_edited(tmp_path):
         fresh = {**cell, name.split(".")[0]: str(tmp_path / "new" / name)}
         assert simulate_cell(cell)["avg_jct_h"] == simulate_cell(fresh)["avg_jct_h"] > first
         first = simulate_cell(cell)["avg_jct_h"]
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([], "^rows = \\[\\]: no runs to compare$"),
+        ([{"load": 8, "avg_jct_h": 1.0}], "^rows = 'placement': a run without this key$"),
+        (
+            [
+                {"load": 8, "placement": "packed-sticky", "avg_jct_h": 2.0},
+                {"load": 8, "placement": "pal", "avg_jct_h": 1.0},
+                {"load": 10, "placement": "packed-sticky", "avg_jct_h": 3.0},
+            ],
+            "^rows = 'load 10': no run of placement pal",
+        ),
+        (
+            [
+                {"load": 8, "placement": "packed-sticky", "avg_jct_h": 2.0},
+                {"load": 8, "placement": "pal", "avg_jct_h": float("nan")},
+            ],
+            "^rows = 'load 8': no run of placement pal",
+        ),
+    ],
+)
+def test_improvement_table_refuses_runs_that_do_not_compare(rows, message):
+    # A missing run gave a geomean of nan ("nan%" in the table); no rows a KeyError.
+    with pytest.raises(InputError, match=message):
+        improvement_table(rows, "load")

@@ -546,8 +546,10 @@ def improvement_table(
     Raises
     ------
     InputError
-        If a row left tracked jobs unfinished (a horizon, ``max_time``): its average JCT is
-        over fewer jobs than the others', so the two do not compare.
+        If there are no rows, a row lacks one of the keys, a placement has no run for one of
+        the ``by`` values (its gains would be over other values than the baseline's), or a row
+        left tracked jobs unfinished (a horizon, ``max_time``): its average JCT is over fewer
+        jobs than the others', so the two do not compare.
 
     Examples
     --------
@@ -564,6 +566,11 @@ def improvement_table(
     [['packed-sticky', 'pal', 0.2254, 0.2, 0.25]]
     """
     df = pd.DataFrame(rows)
+    if df.empty:
+        raise InputError("rows", list(rows), "no runs to compare")
+    for key in (by, "placement", "avg_jct_h"):
+        if key not in df.columns:
+            raise InputError("rows", key, "a run without this key")
     short = df[df["unfinished"] > 0] if "unfinished" in df.columns else df.iloc[:0]
     if len(short):
         row = short.iloc[0]
@@ -573,7 +580,15 @@ def improvement_table(
             f"{by} {row[by]}, placement {row['placement']}: tracked jobs not completed at the "
             "horizon (max_time); average JCTs over different jobs do not compare",
         )
-    jct = df.pivot_table(index=by, columns="placement", values="avg_jct_h", aggfunc="mean")
+    jct = df.pivot_table(
+        index=by, columns="placement", values="avg_jct_h", aggfunc="mean", dropna=False
+    )
+    lacking = np.argwhere(jct.isna().to_numpy())
+    if len(lacking):  # the geomean would be NaN, or over other values than the baseline's
+        value, placement = jct.index[lacking[0][0]], jct.columns[lacking[0][1]]
+        raise InputError(
+            "rows", f"{by} {value}", f"no run of placement {placement} (or its JCT is missing)"
+        )
     out = []
     for base in baselines:
         if base not in jct.columns:
