@@ -73,6 +73,17 @@ class SweepSpec:
     context: str = ""
 
 
+def _same_value(value: Any) -> Any:
+    """``value`` with whole floats as ints, so that ``360`` and ``360.0`` compare the same."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _same_value(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_same_value(v) for v in value]
+    return value
+
+
 def load_grid(path: str | Path) -> SweepSpec:
     """Read a grid TOML file.
 
@@ -129,7 +140,7 @@ def load_grid(path: str | Path) -> SweepSpec:
     for key, values in grid.items():
         if not isinstance(values, list) or not values:
             raise InputError(f"{path}: grid.{key}", values, "expected a non-empty list")
-        seen = [json.dumps(v, sort_keys=True, default=str) for v in values]
+        seen = [json.dumps(_same_value(v), sort_keys=True, default=str) for v in values]
         for i, text in enumerate(seen):
             if text in seen[:i]:
                 raise InputError(f"{path}: grid.{key}", values[i], "given twice")

@@ -81,6 +81,9 @@ def test_local_run_is_resumable(tmp_path):
         ("[grid]\nx = [1, 2, 1]\n", "grid.x = 1: given twice"),
         ("[grid]\nx = [{a = 1, b = 2}, {b = 2, a = 1}]\n", "grid.x = .*: given twice"),
         ("[grid]\nx = [1, 1]\n", "grid.x = 1: given twice"),
+        # the same cell under two ids (was)
+        ("[grid]\nx = [360, 360.0]\n", "grid.x = 360.0: given twice"),
+        ("[grid]\nx = [{a = [1]}, {a = [1.0]}]\n", "grid.x = .*: given twice"),
         ("[grid]\n", "[grid] = {}: expected a table of parameter lists"),
         ("[fixed]\nx = 1\n", "[grid] = None: expected a table of parameter lists"),
         ("[sweep]\nout = 0\n[grid]\nx = [1]\n", "sweep.out = 0: expected a string"),
