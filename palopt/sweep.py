@@ -457,6 +457,8 @@ def collect(spec: SweepSpec, cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame
     ------
     FileNotFoundError
         If a cell has no stored result.
+    InputError
+        If a cell's stored result is not one (a damaged file), naming the file.
 
     Examples
     --------
@@ -472,8 +474,17 @@ def collect(spec: SweepSpec, cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame
     """
     rows = []
     for cell in cells:
-        stored = json.loads(_cell_file(spec, cell).read_text())
-        rows.append({**stored["cell"], **stored["metrics"]})
+        path = _cell_file(spec, cell)
+        text = read_text(path)
+        try:
+            stored = json.loads(text)
+            rows.append({**stored["cell"], **stored["metrics"]})
+        except (ValueError, KeyError, TypeError):  # a raw JSONDecodeError or KeyError before
+            raise InputError(
+                str(path),
+                text if len(text) <= 60 else text[:57] + "...",
+                "not a stored result (a damaged file?): delete it to run its cell again",
+            ) from None
     table = pd.DataFrame(rows)
     spec.out.mkdir(parents=True, exist_ok=True)
     if spec.format == "parquet":

@@ -311,3 +311,16 @@ def test_the_progress_bar_counts_the_cells_still_to_run(tmp_path, capsys):
     assert len(run_sweep(spec, square_cell, workers=1, progress=True)) == 3
     err = capsys.readouterr().err
     assert "2/2" in err and "3/3" not in err
+
+
+@pytest.mark.parametrize("text", ["{", "[]", '{"cell": {"x": 1}}', '{"cell": 1, "metrics": {}}'])
+def test_a_damaged_cell_result_is_named(tmp_path, text):
+    # A raw JSONDecodeError, KeyError or TypeError (a traceback from `palopt sweep`) before.
+    spec = SweepSpec({"x": (1, 2)}, {"y": 1}, tmp_path / "out")
+    run_sweep(spec, square_cell, workers=1)
+    damaged = sorted((tmp_path / "out" / "cells").glob("*.json"))[0]
+    damaged.write_text(text)
+    with pytest.raises(InputError, match="not a stored result .*: delete it to run its cell again"):
+        run_sweep(spec, square_cell, workers=1)
+    damaged.unlink()
+    assert len(run_sweep(spec, square_cell, workers=1)) == 2
