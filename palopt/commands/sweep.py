@@ -72,6 +72,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
     if args.workers is not None and args.engine == "ray":  # Ray places the cells itself
         raise InputError("--workers", args.workers, "is for --engine local")
     grid = load_grid(args.grid)
+    check_folder(grid.out, f"{args.grid}: sweep.out")
     try:
         spec = prepare(grid, args.grid.parent)
     except InputError as exc:  # named as the grid file names it
@@ -85,7 +86,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             spec.baseline,
             f"not a placement of the grid ({', '.join(map(str, placements))})",
         )
-    check_folder(spec.out, f"{args.grid}: sweep.out")
     if args.fresh and (spec.out / "cells").exists():
         shutil.rmtree(spec.out / "cells")
     table = run_sweep(
