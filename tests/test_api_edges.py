@@ -431,3 +431,52 @@ def test_functions_taking_an_instance_refuse_anything_else():
     ):
         with pytest.raises(InputError, match="instance = .*: must be a palopt.Instance"):
             call()  # was AttributeError
+
+
+def test_the_gap_of_a_result():
+    from palopt.result import PlacementResult
+
+    def gap(objective, bound):
+        return PlacementResult((), "cpsat", "optimal", objective, 0, 0.0, bound).gap
+
+    assert gap(4.0, None) is None
+    assert gap(4.0, 3.0) == 0.25  # of the objective, not of the bound
+    assert gap(0.0, 0.0) == 0.0  # not a ZeroDivisionError
+    assert gap(1.0, 1.0 + 1e-12) == 0.0  # a bound a rounding error above is no negative gap
+
+
+def test_an_empty_queue_solved_exactly_has_a_gap_of_zero():
+    inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)), ())
+    for name in ("cpsat", "milp"):
+        result = solve(inst, name, time_limit=5)
+        assert_feasible(inst, result)
+        data = result.to_dict(inst)
+        assert (data["objective"], data["gap"], data["n_jobs"], data["jobs"]) == (0, 0.0, 0, [])
+
+
+def test_to_dict_reports_every_field_of_the_result():
+    topo = build_cluster(1, 2, 2)
+    sd = np.array([[1.25, 1.0, 1.1, 1.0]])
+    queue = (Job("a", 3, "A"), Job("b", 2, "A"))
+    inst = Instance(topo, ("A",), sd, np.array([[1.0, 1.5, 2.0]]), queue)
+    result = solve(inst, "cpsat", time_limit=5)
+    assert_feasible(inst, result)
+    data = result.to_dict(inst)
+    assert data["jobs"][0] == {
+        "job": "a",
+        "action": "start",
+        "gpus": ["gpu1", "gpu2", "gpu3"],
+        "servers": ["server0", "server1"],  # sorted, each once
+        "cost": pytest.approx(1.65),
+        "slowdown": pytest.approx(1.1),
+        "tier": "rack",
+        "penalty": 1.5,
+    }
+    assert data["jobs"][1] == {"job": "b", "action": "wait", "reason": result.placements[1].reason}
+    assert isinstance(data["jobs"][1]["reason"], str)
+    assert data["objective"] == pytest.approx(1.65)
+    assert data["bound"] == result.bound and data["bound"] is not None
+    assert data["gap"] == result.gap == pytest.approx(0, abs=1e-9)
+    assert (data["status"], data["n_placed"], data["n_jobs"]) == ("optimal", 1, 2)
+    assert data["wall_time"] == result.wall_time > 0
+    assert result.assignment() == {"a": (1, 2, 3)}  # the placed jobs only

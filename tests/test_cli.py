@@ -296,3 +296,104 @@ def test_an_input_file_that_is_missing_or_a_folder_is_named_by_its_argument(
     reason = "no such file" if kind == "missing" else "is a folder, not a file"
     assert f"argument {argument}: '{path}': {reason}" in capsys.readouterr().err
     assert not out.exists()
+
+
+def test_validate_names_what_the_instance_holds(instance_file, capsys):
+    assert main(["validate", str(instance_file)]) == 0
+    assert capsys.readouterr().out == (
+        f"{instance_file}: valid (16 GPUs, 4 servers, tiers server/rack/cluster, 2 classes, "
+        "7 queued jobs)\n"
+    )
+
+
+def test_schema_is_one_json_document_ending_in_a_newline(capsys):
+    from palopt.io import instance_schema
+
+    assert main(["schema"]) == 0
+    out = capsys.readouterr().out
+    assert out.endswith("}\n") and json.loads(out) == instance_schema()
+
+
+def test_solvers_lists_a_solver_missing_its_modules_only_with_all(capsys, monkeypatch):
+    from palopt.solvers import base
+
+    base.list_solvers()  # the registry loaded before the fake entry is added
+    missing = base.SolverInfo("zz-missing", object, "Needs a module", ("palopt_no_such_module",))
+    monkeypatch.setitem(base._REGISTRY, "zz-missing", missing)
+    assert main(["solvers"]) == 0
+    out = capsys.readouterr().out
+    assert "zz-missing" not in out and "not installed" not in out
+    assert main(["solvers", "--all"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[-1] == (
+        "zz-missing         Needs a module  (not installed: pip install 'palopt[exact]')"
+    )
+    assert lines[:-1] == out.splitlines()  # the installed ones unmarked, in the same order
+
+
+def test_table_shows_each_job_in_queue_order_with_its_numbers():
+    import dataclasses
+
+    from palopt.commands.solve import format_result
+    from palopt.result import Action, JobPlacement, PlacementResult
+
+    topo = build_cluster(1, 2, 2)
+    sd = np.array([[1.25, 1.0, 1.1, 1.0]])
+    # not in sorted order; r runs on gpu3 and is preempted
+    queue = (Job("z", 3, "A"), Job("a", 2, "A"), Job("r", 1, "A", current_gpus=(3,)))
+    inst = Instance(topo, ("A",), sd, np.array([[1.0, 1.5, 2.0]]), queue)
+    placements = (
+        JobPlacement("z", (0, 1, 2), Action.START, 1.875, 1.25, "rack", 1.5),
+        JobPlacement("a", (), Action.WAIT, reason="no room"),
+        JobPlacement("r", (), Action.PREEMPT, reason="preempted"),
+    )
+    result = PlacementResult(placements, "cpsat", "feasible", 1.875, 1, 0.0123, bound=1.5)
+    assert_feasible(inst, result)
+    assert format_result(inst, result).splitlines() == [
+        "solver cpsat: status feasible, 1/3 jobs placed, objective 1.8750, bound 1.5000, "
+        "gap 20.00%, 12.3 ms",
+        "job          gpus action      cost slowdown tier     penalty  placement",
+        "z               3 start     1.8750   1.2500 rack       1.500  gpu0,gpu1,gpu2",
+        "a               2 wait           -        - -              -  not placed: no room",
+        "r               1 preempt        -        - -              -  not placed: preempted",
+    ]
+    # no bound: no bound or gap; an objective of ten digits or more in six
+    huge = dataclasses.replace(result, objective=5e9, bound=None)
+    assert format_result(inst, huge).splitlines()[0] == (
+        "solver cpsat: status feasible, 1/3 jobs placed, objective 5e+09, 12.3 ms"
+    )
+
+
+def test_solve_prints_no_placement_that_breaks_the_rules(
+    instance_file, tmp_path, capsys, monkeypatch
+):
+    import dataclasses
+
+    import palopt.commands.solve as command
+
+    class Short:
+        """A broken solver: its first placed job gets one GPU too few."""
+
+        def solve(self, instance, **kwargs):
+            result = solve(instance, "pal", **kwargs)
+            placements = list(result.placements)
+            i = next(i for i, p in enumerate(placements) if len(p.gpus) > 1)
+            placements[i] = dataclasses.replace(placements[i], gpus=placements[i].gpus[:-1])
+            return dataclasses.replace(result, placements=tuple(placements))
+
+    monkeypatch.setattr(command, "get_solver", lambda name, **options: Short())
+    out = tmp_path / "r.json"
+    assert main(["solve", str(instance_file), "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "needs 4 GPUs, got 3" in captured.err and not out.exists()
+
+
+def test_solve_time_limit_as_an_option_or_a_flag(instance_file, capsys):
+    for args in (
+        ["-o", "time_limit=2"],
+        ["--time-limit", "2"],
+        ["-o", "time_limit=2", "--time-limit", "2"],
+    ):
+        assert main(["solve", str(instance_file), "--solver", "cpsat", *args]) == 0
+        data = json.loads(capsys.readouterr().out)
+        assert data["settings"]["time_limit"] == 2.0 and data["status"] == "optimal"

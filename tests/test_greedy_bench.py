@@ -258,11 +258,12 @@ def test_bench_command_writes_table_csv(tmp_path: Path, capsys: pytest.CaptureFi
     assert {r["solver"] for r in rows} == {"pal", "greedy", "cpsat"}
 
 
-def test_bench_command_rejects_bad_input(capsys: pytest.CaptureFixture) -> None:
-    assert main(["bench", "--sizes", "10", "--gpus-per-server", "4"]) == 2
+def test_bench_command_rejects_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    out = ["--out", str(tmp_path / "b")]  # a refusal let through writes there, not in the cwd
+    assert main(["bench", "--sizes", "10", "--gpus-per-server", "4", *out]) == 2
     assert "--sizes" in capsys.readouterr().err
-    assert main(["bench", "--profiles", "mars"]) == 2
-    assert main(["bench", "--sizes", "48"]) == 2  # one rack and a half: was a 32-GPU cluster
+    assert main(["bench", "--profiles", "mars", *out]) == 2
+    assert main(["bench", "--sizes", "48", *out]) == 2  # one rack and a half: was 32 GPUs
     assert "--sizes = 48: above one rack" in capsys.readouterr().err
     for flag, value in (
         ("--gpus-per-server", "3"),
@@ -273,8 +274,9 @@ def test_bench_command_rejects_bad_input(capsys: pytest.CaptureFixture) -> None:
         ("--solvers", "x"),
         ("--loads", "1.5"),
     ):
-        assert main(["bench", "--quick", flag, value]) == 2
+        assert main(["bench", "--quick", flag, value, *out]) == 2
         assert flag.lstrip("-").split("-")[0] in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
 
 
 @pytest.mark.parametrize(
@@ -288,10 +290,11 @@ def test_bench_command_rejects_bad_input(capsys: pytest.CaptureFixture) -> None:
     ],
 )
 def test_bench_refuses_a_family_or_solver_given_twice(
-    flag: str, value: str, message: str, capsys: pytest.CaptureFixture
+    flag: str, value: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    assert main(["bench", "--quick", flag, value]) == 2
+    assert main(["bench", "--quick", flag, value, "--out", str(tmp_path / "b")]) == 2
     assert message in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
 
 
 def test_the_table_says_where_exact_solvers_did_not_run(tmp_path: Path, capsys) -> None:
@@ -302,11 +305,16 @@ def test_the_table_says_where_exact_solvers_did_not_run(tmp_path: Path, capsys) 
 
 
 def test_bench_refuses_exact_solvers_alone_on_rounds_they_skip(
-    capsys: pytest.CaptureFixture,
+    tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     # was a ValueError traceback: no row for the Lagrangian bound's upper bound
-    assert main(["bench", "--sizes", "512", "--solvers", "cpsat", "--no-plot"]) == 2
+    out = ["--no-plot", "--out", str(tmp_path / "b")]
+    assert main(["bench", "--sizes", "512", "--solvers", "cpsat", *out]) == 2
     assert "skip the 512-GPU rounds" in capsys.readouterr().err
+    # the largest size decides, not the first or the smallest
+    assert main(["bench", "--sizes", "16,512", "--solvers", "cpsat", *out]) == 2
+    assert "skip the 512-GPU rounds" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
     assert (
         run_instance(Family(64, 4, 1.0, "longhorn"), 0, [SolverSpec.parse("cpsat")], 1, 32, 0) == []
     )
@@ -508,3 +516,108 @@ def test_the_table_shows_a_rounding_error_below_the_reference_as_zero() -> None:
     }
     line = format_table([row]).splitlines()[-1]
     assert line.split()[3:6] == ["0.00%", "1.23%", "0.00%"] and "-0.00" not in line
+
+
+@pytest.mark.parametrize(
+    "flag, value, message",
+    [
+        ("--sizes", ",", "--sizes = ',': expected positive integers"),  # not min() of nothing
+        ("--sizes", "16,x", "--sizes = '16,x': expected comma-separated integers"),
+        ("--loads", "half", "--loads = 'half': expected comma-separated numbers"),
+        ("--loads", "0", "--loads = 0.0: each must be in (0, 1]"),
+        ("--profiles", ",", "--profiles = ',': expected comma-separated names"),
+        ("--profiles", "mars", "--profiles = 'mars': must be one of "),
+        ("--seeds", "0", "--seeds = 0: must be at least 1"),
+        ("--time-limit", "0", "--time-limit = 0.0: must be a positive, finite number"),
+    ],
+)
+def test_bench_refuses_each_bad_option_by_name(
+    flag: str, value: str, message: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # --bound-time -1 is refused after these: a value let through is refused there, not run
+    args = ["bench", "--quick", flag, value, "--bound-time", "-1"]
+    assert main([*args, "--out", str(tmp_path / "b"), "--no-plot"]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()
+
+
+def _fake_run_bench(monkeypatch: pytest.MonkeyPatch) -> dict:
+    import palopt.commands.bench as command
+
+    seen: dict = {}
+
+    def fake(families, seeds, solvers, time_limit, exact_max_gpus, bound_time, **kwargs):
+        seen.update(
+            families=[f.name for f in families],
+            seeds=seeds,
+            solvers=[s.label for s in solvers],
+            time_limit=time_limit,
+            exact_max_gpus=exact_max_gpus,
+            bound_time=bound_time,
+        )
+        return []
+
+    monkeypatch.setattr(command, "run_bench", fake)
+    return seen
+
+
+def test_bench_defaults_reach_the_run(tmp_path: Path, monkeypatch, capsys) -> None:
+    from palopt.bench.families import PROFILES
+    from palopt.bench.runner import EXACT, HEURISTICS
+
+    seen = _fake_run_bench(monkeypatch)
+    assert main(["bench", "--quick", "--out", str(tmp_path / "q"), "--no-plot"]) == 0
+    assert seen == {
+        "families": [
+            "16g-4ps-50%-longhorn",
+            "16g-4ps-100%-longhorn",
+            "64g-4ps-50%-longhorn",
+            "64g-4ps-100%-longhorn",
+        ],
+        "seeds": 2,
+        "solvers": [*HEURISTICS, "cpsat", "milp:highs"],
+        "time_limit": 3.0,
+        "exact_max_gpus": 256,
+        "bound_time": 5.0,
+    }
+    assert main(["bench", "--out", str(tmp_path / "f"), "--no-plot"]) == 0
+    assert seen["families"] == [  # smallest clusters first
+        f"{n}g-{g}ps-{load}%-{profile}"
+        for n in (16, 64, 256, 1024, 4096)
+        for g in (4, 8)
+        for load in (50, 100)
+        for profile in PROFILES
+    ]
+    assert (seen["seeds"], seen["time_limit"]) == (5, 10.0)
+    assert seen["solvers"] == [*HEURISTICS, *EXACT]
+    args = ["bench", "--quick", "--seeds", "3", "--time-limit", "2", "--bound-time", "0"]
+    args += ["--sizes", "32,", "--solvers", "milp:cbc,milp:highs,greedy"]  # a trailing comma
+    assert main([*args, "--exact-max-gpus", "0", "--out", str(tmp_path / "g"), "--no-plot"]) == 0
+    assert seen["families"] == ["32g-4ps-50%-longhorn", "32g-4ps-100%-longhorn"]
+    assert seen["solvers"] == ["milp:cbc", "milp:highs", "greedy"]  # two back ends: two solvers
+    assert (seen["seeds"], seen["time_limit"], seen["exact_max_gpus"], seen["bound_time"]) == (
+        3,
+        2.0,
+        0,
+        0.0,
+    )
+
+
+def test_bench_edges_that_are_allowed(tmp_path: Path, capsys) -> None:
+    args = ["bench", "--quick", "--sizes", "16", "--loads", "1", "--seeds", "1", "--no-plot"]
+    # no exact solver run at all, no time for the bound: a heuristic against the bound
+    more = ["--solvers", "greedy", "--exact-max-gpus", "0", "--bound-time", "0"]
+    assert main([*args, *more, "--out", str(tmp_path / "h")]) == 0
+    captured = capsys.readouterr()
+    assert "run up to" not in captured.out  # no exact solver was left out
+    assert "16g-4ps-100%-longhorn seed 0: bound" in captured.err  # progress: on stderr only
+    assert "seed 0" not in captured.out
+    with (tmp_path / "h" / "bench.csv").open() as fh:
+        assert [r["reference_kind"] for r in csv.DictReader(fh)] == ["bound"]
+    # exact solvers alone, on rounds up to --exact-max-gpus
+    more = ["--solvers", "cpsat", "--exact-max-gpus", "16"]
+    assert main([*args, *more, "--out", str(tmp_path / "e")]) == 0
+    with (tmp_path / "e" / "bench.csv").open() as fh:
+        assert [(r["solver"], r["reference_kind"]) for r in csv.DictReader(fh)] == [
+            ("cpsat", "optimum")
+        ]
