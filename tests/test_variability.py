@@ -424,8 +424,10 @@ def test_cli_show_bad_files(tmp_path: Path, capsys, content: str, expect: str) -
 
 
 def test_cli_missing_file(tmp_path: Path, capsys) -> None:
-    assert main(["profile", "show", str(tmp_path / "nope.json")]) == 2
-    assert "nope.json" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # refused by the argument, before any work
+        main(["profile", "show", str(tmp_path / "nope.json")])
+    assert exc.value.code == 2
+    assert f"argument file: '{tmp_path / 'nope.json'}': no such file" in capsys.readouterr().err
 
 
 def test_assign_profile_with_replacement_fills_a_larger_cluster() -> None:
