@@ -47,9 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     Examples
     --------
-    >>> args = build_parser().parse_args(["-v", "topology", "show", "cluster.json"])
+    >>> args = build_parser().parse_args(["-v", "topology", "show", __file__])
     >>> args.verbose, args.command, args.topology_command, args.file.name
-    (1, 'topology', 'show', 'cluster.json')
+    (1, 'topology', 'show', 'cli.py')
     """
     parser = _Parser(
         prog="palopt", description="Place ML jobs on GPU clusters: solve, simulate, benchmark."
@@ -84,7 +84,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     >>> with tempfile.TemporaryDirectory() as folder:
     ...     write_text(f"{folder}/cluster.json", '{"shape": "2x2"}')
     ...     main(["topology", "show", f"{folder}/cluster.json"])
-    ...     main(["topology", "show", f"{folder}/missing.json"])  # the error goes to stderr
+    ...     write_text(f"{folder}/bad.json", '{"shape": "2x"}')
+    ...     main(["topology", "show", f"{folder}/bad.json"])  # the error goes to stderr
     4 GPUs on 2 servers, 2 switches; tiers server < rack < cluster
     tier      groups  GPUs per group (x number of groups)
     server         2  2 (x2)

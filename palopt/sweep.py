@@ -32,6 +32,7 @@ import itertools
 import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -330,6 +331,7 @@ def run_sweep(
     workers: int | None = None,
     address: str | None = None,
     progress: bool = False,
+    fresh: bool = False,
 ) -> pd.DataFrame:
     """Run every unfinished cell, store each result, and return the full results table.
 
@@ -346,6 +348,9 @@ def run_sweep(
         Ray cluster address (``None`` starts a local Ray instance); engine ``"ray"`` only.
     progress : bool
         Show a progress bar on stderr (when tqdm is installed).
+    fresh : bool
+        Run every cell again: the stored results are deleted first, once the other arguments
+        are known to be good.
 
     Returns
     -------
@@ -385,16 +390,19 @@ def run_sweep(
         raise InputError("workers", workers, "is for engine 'local'")
     if address is not None and engine != "ray":
         raise InputError("address", address, "is for engine 'ray'")
+    if engine not in ("local", "ray"):
+        raise InputError("engine", engine, "must be 'local' or 'ray'")
+    if fresh and (spec.out / "cells").exists():
+        shutil.rmtree(spec.out / "cells")
     cells = expand(spec)
     todo = [c for c in cells if not _cell_file(spec, c).exists()]
     fn = partial(_labelled, fn, tuple(spec.grid))
     log.info("sweep: %d cells, %d already done", len(cells), len(cells) - len(todo))
-    if engine == "local":
-        results = _local(fn, todo, workers or os.cpu_count() or 1)
-    elif engine == "ray":
-        results = _ray(fn, todo, address)
-    else:
-        raise InputError("engine", engine, "must be 'local' or 'ray'")
+    results = (
+        _local(fn, todo, workers or os.cpu_count() or 1)
+        if engine == "local"
+        else _ray(fn, todo, address)
+    )
     bar = progress_bar(len(todo), "cell") if progress else None
     for cell, metrics in results:
         _store(spec, cell, metrics)

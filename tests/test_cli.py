@@ -397,3 +397,82 @@ def test_solve_time_limit_as_an_option_or_a_flag(instance_file, capsys):
         assert main(["solve", str(instance_file), "--solver", "cpsat", *args]) == 0
         data = json.loads(capsys.readouterr().out)
         assert data["settings"]["time_limit"] == 2.0 and data["status"] == "optimal"
+
+
+@pytest.mark.parametrize(
+    ("exception", "code", "message"),
+    [
+        (KeyboardInterrupt(), 130, "palopt: interrupted\n"),
+        (ImportError("no module named x"), 2, "palopt: error: no module named x\n"),
+        (
+            PermissionError(13, "Permission denied"),
+            2,
+            "palopt: error: [Errno 13] Permission denied\n",
+        ),
+    ],
+)
+def test_an_interrupt_or_an_input_error_ends_with_its_exit_code(
+    monkeypatch, capsys, tmp_path, exception, code, message
+):
+    from palopt.commands import profile
+
+    def stop(args):
+        raise exception
+
+    monkeypatch.setattr(profile, "cmd_show", stop)
+    (tmp_path / "p.json").write_text("{}")
+    assert main(["profile", "show", str(tmp_path / "p.json")]) == code
+    assert capsys.readouterr() == ("", message)
+
+
+def test_a_reader_that_went_away_is_not_an_error(monkeypatch, tmp_path):
+    import io
+
+    from palopt.commands import profile
+
+    def write_to_a_closed_pipe(args):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(profile, "cmd_show", write_to_a_closed_pipe)
+    stderr = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    (tmp_path / "p.json").write_text("{}")
+    assert main(["profile", "show", str(tmp_path / "p.json")]) == 0
+    assert stderr.closed  # nothing more said: the reader is gone
+
+
+def test_verbose_lowers_the_log_level(tmp_path, artifact_dir):
+    # -v shows INFO records (the sweep's count of cells), which are hidden by default
+    args = [sys.executable, "-m", "palopt.cli", "-v", "reproduce", "fig13", "--out", str(tmp_path)]
+    args += ["--data", str(artifact_dir), "--no-plots", "--no-progress", "--workers", "1"]
+    args += ["--jobs", "1", "--loads", "8"]
+    proc = subprocess.run(args, capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "INFO palopt.sweep: sweep: 12 cells, 0 already done\n"
+
+
+def test_argument_errors_of_a_command_say_palopt_error(tmp_path, capsys):
+    # one prefix for every error, as for the errors found later ("palopt: error: ...")
+    trace = tmp_path / "t.csv"
+    (tmp_path / "x.csv").write_text("job_id,num_gpus,submit_time,duration,model\n0,1,0,9,vgg19\n")
+    simulate = ["simulate", "--trace", str(tmp_path / "x.csv"), "--correlated", "0"]
+    for argv, message in (
+        (["simulate", "--trace", str(trace), "--correlated", "0"], "argument --trace: "),
+        ([*simulate, "--placement-option", "=1"], "expected KEY=VALUE, got '=1'"),
+        (["profile", "show", str(trace)], "argument file: "),
+    ):
+        with pytest.raises(SystemExit) as exc:
+            main(argv)
+        assert exc.value.code == 2
+        last = capsys.readouterr().err.splitlines()[-1]
+        assert last.startswith("palopt: error: ") and message in last
+
+
+def test_an_image_suffix_in_capitals_is_an_image_format(tmp_path, capsys):
+    csv = tmp_path / "m.csv"
+    csv.write_text("gpu,perf\na,1.0\nb,1.1\nc,1.3\n")
+    profile = tmp_path / "p.json"
+    argv = ["profile", "import", str(csv), "--id", "gpu", "--value", "perf", "-o", str(profile)]
+    assert main(argv) == 0
+    assert main(["profile", "show", str(profile), "--plot", str(tmp_path / "h.PNG")]) == 0
+    assert (tmp_path / "h.PNG").read_bytes().startswith(b"\x89PNG")

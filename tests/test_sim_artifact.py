@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -143,6 +144,7 @@ def test_cli_simulate_bad_input(artifact_dir, capsys, args, message):
         (["fig13", "--workloads", "2"], "is an option of fig10, not fig13"),
         (["fig10", "--workloads", "1,1-3"], "1 is given twice"),
         (["fig13", "--loads", "8,8.0"], "a load is given twice"),
+        (["fig13", "--loads", "8,,10"], "loads = '8,,10': expected numbers like 8,10,12"),
     ],
 )
 def test_cli_reproduce_bad_input(artifact_dir, tmp_path, capsys, args, message):
@@ -603,3 +605,363 @@ def test_improvement_table_refuses_runs_that_do_not_compare(rows, message):
     # A missing run gave a geomean of nan ("nan%" in the table); no rows a KeyError.
     with pytest.raises(InputError, match=message):
         improvement_table(rows, "load")
+
+
+# ---- the simulate command on a tiny trace ----------------------------------------------------
+
+TINY_TRACE = (
+    "job_id,num_gpus,submit_time,duration,model\n"
+    "0,2,0,1000,resnet50\n1,4,10,3000,resnet50\n2,1,20,500,vgg19\n"
+)
+
+
+def _spy_simulator(monkeypatch):
+    """Record what ``palopt simulate`` gives the simulator (which then runs as usual)."""
+    from palopt.commands import simulate as command
+
+    seen = {}
+
+    class Spy(command.Simulator):
+        def __init__(self, topo, profile, trace, solver, policy, cfg):
+            seen.update(topo=topo, profile=profile, solver=solver, policy=policy, cfg=cfg)
+            super().__init__(topo, profile, trace, solver, policy, cfg)
+
+    monkeypatch.setattr(command, "Simulator", Spy)
+    return seen
+
+
+def test_cli_simulate_gives_the_simulator_every_option(tmp_path, monkeypatch, capsys):
+    from palopt.sim.profile import correlated_profile
+
+    seen = _spy_simulator(monkeypatch)
+    (tmp_path / "t.csv").write_text(TINY_TRACE)
+    args = ["simulate", "--trace", str(tmp_path / "t.csv"), "--cluster", "2x4"]
+    args += ["--correlated", "0.7", "--seed", "3", "--round", "120", "--locality-penalty", "2.5"]
+    args += ["--completion", "exact", "--restart-cost", "30", "--backfill", "--extra-jobs"]
+    args += ["--check", "--max-time", "36000", "--time-limit", "5"]
+    args += ["--placement", "greedy", "--scheduler", "LAS", "--no-progress", "--no-plots"]
+    assert main([*args, "--out", str(tmp_path / "run")]) == 0
+    expected = SimConfig(
+        round_s=120.0,
+        penalties=2.5,
+        completion="exact",
+        restart_cost_s=30.0,
+        backfill=True,
+        extra_jobs=True,
+        seed=3,
+        time_limit=5.0,
+        check=True,
+        max_time_s=36000.0,
+    )
+    assert seen["cfg"] == expected
+    assert seen["policy"].name == "las" and seen["topo"].n_gpus == 8
+    classes = ("classA", "classB", "classC", "classD")
+    synthetic = correlated_profile(8, classes, 0.05, 0.7, 3)
+    assert np.array_equal(seen["profile"].charge, synthetic.charge)
+    assert np.array_equal(seen["profile"].rank, synthetic.rank)
+    s = json.loads((tmp_path / "run" / "summary.json").read_text())
+    settings = s["settings"]
+    assert settings["profile"] == "correlated:0.7" and settings["scheduler"] == "las"
+    assert (settings["seed"], settings["fixed_charge"], settings["backfill"]) == (3, False, True)
+    assert (settings["round_s"], settings["locality_penalty"]) == (120.0, 2.5)
+    assert (settings["completion"], settings["restart_cost_s"]) == ("exact", 30.0)
+    # what the library gives for the same settings
+    res = simulate(parse_shape("2x4"), synthetic, load_trace(tmp_path / "t.csv"), "greedy", "las")
+    assert s["avg_jct_h"] != pytest.approx(summary(res)["avg_jct_h"])  # the options matter
+    res = simulate(
+        parse_shape("2x4"),
+        synthetic,
+        load_trace(tmp_path / "t.csv"),
+        "greedy",
+        "las",
+        expected,
+    )
+    assert s["avg_jct_h"] == pytest.approx(summary(res)["avg_jct_h"])
+    assert "avg" in capsys.readouterr().out
+
+
+def test_cli_simulate_draws_a_measured_profile_with_its_seed(tmp_path, monkeypatch):
+    from palopt.variability import VariabilityProfile, save_profile
+
+    seen = _spy_simulator(monkeypatch)
+    (tmp_path / "t.csv").write_text(TINY_TRACE)
+    values = np.linspace(0.8, 1.6, 32).reshape(2, 16)
+    gpus = tuple(f"g{i}" for i in range(16))
+    save_profile(VariabilityProfile(("classA", "classC"), gpus, values), tmp_path / "p.json")
+    args = ["simulate", "--trace", str(tmp_path / "t.csv"), "--cluster", "2x4"]
+    args += ["--profile", str(tmp_path / "p.json"), "--no-progress", "--no-plots"]
+    charges = []
+    for seed in (0, 7):
+        assert main([*args, "--seed", str(seed)]) == 0
+        expected = load_profile(tmp_path / "p.json", parse_shape("2x4"), seed)
+        assert np.array_equal(seen["profile"].charge, expected.charge)
+        assert np.array_equal(seen["profile"].rank, expected.rank)
+        assert (expected.charge != expected.rank).any()  # measured, binned for ranking
+        charges.append(seen["profile"].charge)
+    assert not np.array_equal(*charges)
+    assert main([*args, "--seed", "7", "--fixed-charge", "--out", str(tmp_path / "f")]) == 0
+    assert np.array_equal(seen["profile"].charge, expected.rank)  # charged what it ranks by
+    assert np.array_equal(seen["profile"].rank, expected.rank)
+    settings = json.loads((tmp_path / "f" / "summary.json").read_text())["settings"]
+    assert (settings["fixed_charge"], settings["seed"]) == (True, 7)
+    assert settings["profile"] == str(tmp_path / "p.json")
+
+
+def test_cli_simulate_counts_completed_jobs_on_its_progress_bar(tmp_path, monkeypatch, capsys):
+    from palopt.commands import simulate as command
+
+    bars = []
+
+    class Bar:
+        def __init__(self, total, unit):
+            self.total, self.unit, self.n, self.closed = total, unit, 0, False
+            bars.append(self)
+
+        def update(self, n):
+            assert n >= 0
+            self.n += n
+            assert self.n <= self.total
+
+        def close(self):
+            self.closed = True
+
+    monkeypatch.setattr(command, "progress_bar", Bar)
+    (tmp_path / "t.csv").write_text(TINY_TRACE)
+    args = ["simulate", "--trace", str(tmp_path / "t.csv"), "--cluster", "2x4"]
+    args += ["--correlated", "0.5", "--no-plots"]
+    assert main(args) == 0
+    [bar] = bars
+    assert (bar.total, bar.unit, bar.n, bar.closed) == (3, "job", 3, True)
+    assert main([*args, "--no-progress"]) == 0
+    assert len(bars) == 1
+
+
+def test_cli_simulate_names_the_files_it_wrote(tmp_path, capsys):
+    (tmp_path / "t.csv").write_text(TINY_TRACE)
+    args = ["simulate", "--trace", str(tmp_path / "t.csv"), "--cluster", "2x4"]
+    args += ["--correlated", "0.5", "--no-progress"]
+    assert main([*args, "--no-plots", "--out", str(tmp_path / "a")]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == f"wrote {tmp_path / 'a'}/jobs.csv, rounds.csv, summary.json"
+    assert not list((tmp_path / "a").glob("*.png"))
+    assert main([*args, "--out", str(tmp_path / "b")]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.endswith("summary.json, jct_cdf.png, busy_gpus.png")
+    assert (tmp_path / "b" / "jct_cdf.png").exists() and (tmp_path / "b" / "busy_gpus.png").exists()
+    assert main(args) == 0  # no --out: the summary only
+    assert "wrote" not in capsys.readouterr().out
+
+
+def test_cli_simulate_refuses_a_locality_penalty_that_is_not_a_number_or_a_mapping(
+    tmp_path, capsys
+):
+    (tmp_path / "t.csv").write_text(TINY_TRACE)
+    args = ["simulate", "--trace", str(tmp_path / "t.csv"), "--cluster", "2x4"]
+    args += ["--correlated", "0.5", "--no-progress", "--no-plots", "--locality-penalty"]
+    for value in ("[1.7]", '"1.7"', "fast"):
+        with pytest.raises(SystemExit) as exc:
+            main([*args, value])
+        assert exc.value.code == 2
+        assert "argument --locality-penalty: expected a" in capsys.readouterr().err
+    assert main([*args, '{"rack": 2.0, "cluster": 3.0}']) == 0
+
+
+# ---- the reproduce command on small grids ----------------------------------------------------
+
+
+def _spy_run_sweep(monkeypatch, fake=None):
+    """Record the keyword arguments ``palopt reproduce`` gives run_sweep (and run it, or
+    ``fake``)."""
+    from palopt.commands import simulate as command
+
+    calls = []
+    real = command.run_sweep
+
+    def spy(spec, fn, **kwargs):
+        calls.append({"spec": spec, **kwargs})
+        return (fake or real)(spec, fn, **kwargs)
+
+    monkeypatch.setattr(command, "run_sweep", spy)
+    return calls
+
+
+def test_cli_reproduce_fig13_runs_the_grid_and_the_model_asked_for(
+    artifact_dir, tmp_path, monkeypatch, capsys
+):
+    calls = _spy_run_sweep(monkeypatch)
+    args = ["reproduce", "fig13", "--data", str(artifact_dir), "--out", str(tmp_path)]
+    args += ["--no-plots", "--no-progress", "--workers", "1", "--jobs", "1", "--loads", "8"]
+    args += ["--seeds", "2", "--completion", "exact", "--restart-cost", "30", "--backfill"]
+    assert main([*args, "--fixed-charge"]) == 0
+    assert [(c["workers"], c["progress"]) for c in calls] == [(1, False)]
+    model = "exact-restart30-backfill-fixed-charge"
+    stem = f"fig13-{model}"
+    runs = pd.read_csv(tmp_path / f"{stem}-runs.csv")
+    assert len(runs) == 3 * 1 * 2 * 4  # schedulers x loads x seeds x placements
+    assert sorted(set(runs.seed)) == [0, 1] and set(runs.load) == {8.0}
+    assert set(runs.n_jobs) == {1} and set(runs.completion) == {"exact"}
+    assert set(runs.restart_cost) == {30.0} and not runs.extra_jobs.any()
+    assert runs.backfill.all() and runs.fixed_charge.all()
+    out = capsys.readouterr().out
+    text = (tmp_path / f"{stem}.txt").read_text()
+    assert out.startswith(text)  # the table printed is the table written
+    parts = text.rstrip("\n").split("\n\n" + "fig13 (")
+    assert len(parts) == 3  # one table per scheduler, a blank line apart
+    heads = [line for line in text.splitlines() if line.startswith("fig13")]
+    assert heads == [f"fig13 ({model} model), scheduler {s}" for s in ("fifo", "las", "srtf")]
+    cells = tmp_path / f"{stem}-cells"
+    assert out.endswith(
+        f"\nwrote {tmp_path}/{stem}-runs.csv, {stem}.txt (24 runs; finished runs are kept in "
+        f"{cells} and reused: --fresh reruns them)\n"
+    )
+    # workers and progress as given, or the defaults
+    assert main([*args[:-1], "--fixed-charge", "--no-progress"]) == 0
+    args = ["reproduce", "fig13", "--data", str(artifact_dir), "--out", str(tmp_path)]
+    args += ["--no-plots", "--jobs", "1", "--loads", "8"]
+    assert main(args) == 0
+    assert [(c["workers"], c["progress"]) for c in calls[1:]] == [(1, False), (None, True)]
+    assert calls[2]["spec"].grid["seed"] == (0,)  # one seed unless told
+
+
+def test_cli_reproduce_fig10_runs_the_workloads_asked_for(artifact_dir, tmp_path, monkeypatch):
+    from palopt.sweep import expand
+
+    def fake(spec, fn, **kwargs):  # every placement 2 h, pal 1 h
+        rows = [
+            {**cell, "avg_jct_h": 1.0 if cell["placement"] == "pal" else 2.0}
+            for cell in expand(spec)
+        ]
+        return pd.DataFrame(rows)
+
+    calls = _spy_run_sweep(monkeypatch, fake)
+    args = ["reproduce", "fig10", "--data", str(artifact_dir), "--out", str(tmp_path)]
+    args += ["--no-plots", "--no-progress", "--workloads", "2-4,7"]
+    assert main(args) == 0
+    [call] = calls
+    assert sorted({cell["workload"] for cell in expand(call["spec"])}) == [2, 3, 4, 7]
+    runs = pd.read_csv(tmp_path / "fig10-compat-runs.csv")
+    assert sorted(set(runs.workload)) == [2, 3, 4, 7]
+    assert main([*args[:-2], "--workloads", "8"]) == 0  # 8 is a workload
+    assert sorted(set(pd.read_csv(tmp_path / "fig10-compat-runs.csv").workload)) == [8]
+    assert main(args[:-2]) == 0  # all eight by default
+    assert sorted(set(pd.read_csv(tmp_path / "fig10-compat-runs.csv").workload)) == [*range(1, 9)]
+    text = (tmp_path / "fig10-compat.txt").read_text()
+    assert text.startswith("fig10 (compat model)\n") and "scheduler" not in text
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("1-8", [1, 2, 3, 4, 5, 6, 7, 8]),
+        ("5-5", [5]),
+        ("3,1", [3, 1]),
+        ("2-4,7", [2, 3, 4, 7]),
+        ("8", [8]),
+        ("1-9", "workloads are 1 to 8"),
+        ("9", "workloads are 1 to 8"),
+        ("4-2", "the range 4-2 runs backwards"),
+        ("1-3,3", "3 is given twice"),
+        ("2,1-2", "2 is given twice"),
+        ("1-", "expected numbers like 1-8 or 1,3,6"),
+    ],
+)
+def test_workload_lists(text, expected):
+    from palopt.commands.simulate import _int_list
+
+    if isinstance(expected, list):
+        assert _int_list(text, "workloads", range(1, 9)) == expected
+    else:
+        with pytest.raises(InputError, match=f"^workloads = '{text}': {expected}"):
+            _int_list(text, "workloads", range(1, 9))
+
+
+def test_cli_reproduce_refuses_a_data_folder_without_the_cluster_profile(tmp_path, capsys):
+    args = ["reproduce", "fig12", "--data", str(tmp_path), "--out", str(tmp_path / "r")]
+    assert main([*args, "--no-plots", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"palopt: error: data = '{tmp_path}': no sim-64gpu-cluster.csv in this directory\n"
+    )
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["fig10", "--workloads", "9"], "workloads = '9'"),
+        (["fig13", "--loads", "8,0"], "loads = '8,0'"),
+        (["fig13", "--loads", "8,inf"], "loads = '8,inf'"),
+        (["fig10", "--workers", "0"], "workers = 0"),
+        (["fig10", "--restart-cost", "-1"], "restart_cost = -1.0"),
+    ],
+)
+def test_cli_reproduce_fresh_keeps_the_finished_runs_after_bad_input(
+    artifact_dir, tmp_path, capsys, args, message
+):
+    # --fresh deleted the finished runs, then found the input bad.
+    model = "restart-1" if "--restart-cost" in args else "compat"
+    kept = tmp_path / f"{args[0]}-{model}-cells" / "cells" / "done.json"
+    kept.parent.mkdir(parents=True)
+    kept.write_text("{}")
+    base = ["reproduce", "--data", str(artifact_dir), "--out", str(tmp_path), "--no-progress"]
+    assert main([*base, "--no-plots", "--fresh", *args]) == 2
+    assert message in capsys.readouterr().err
+    assert kept.exists()
+
+
+def test_cli_reproduce_fresh_reruns_the_finished_runs(artifact_dir, tmp_path, monkeypatch):
+    calls = _spy_run_sweep(monkeypatch)
+    args = ["reproduce", "fig13", "--data", str(artifact_dir), "--out", str(tmp_path)]
+    args += ["--no-plots", "--no-progress", "--workers", "1", "--jobs", "1", "--loads", "8"]
+    assert main(args) == 0
+    marker = tmp_path / "fig13-compat-cells" / "cells" / "marker"  # beside the stored runs
+    marker.write_text("")
+    assert main(args) == 0 and marker.exists()  # reused
+    assert main([*args, "--fresh"]) == 0 and not marker.exists()
+    assert len(calls) == 3 and len(pd.read_csv(tmp_path / "fig13-compat-runs.csv")) == 12
+
+
+def test_cli_reproduce_fig13_defaults(artifact_dir, tmp_path, monkeypatch):
+    from palopt.sweep import expand
+
+    def fake(spec, fn, **kwargs):
+        return pd.DataFrame([{**cell, "avg_jct_h": 1.0} for cell in expand(spec)])
+
+    calls = _spy_run_sweep(monkeypatch, fake)
+    args = ["reproduce", "fig13", "--data", str(artifact_dir), "--out", str(tmp_path)]
+    assert main([*args, "--no-plots", "--no-progress"]) == 0
+    cells = expand(calls[0]["spec"])
+    assert sorted({cell["load"] for cell in cells}) == [8.0, 10.0, 12.0, 14.0]
+    assert {cell["seed"] for cell in cells} == {0} and {cell["n_jobs"] for cell in cells} == {400}
+    assert len(pd.read_csv(tmp_path / "fig13-compat-runs.csv")) == len(cells) == 48
+
+
+def test_cli_simulate_defaults_are_the_artifacts_model(tmp_path, monkeypatch):
+    seen = _spy_simulator(monkeypatch)
+    (tmp_path / "t.csv").write_text(TINY_TRACE)
+    args = ["simulate", "--trace", str(tmp_path / "t.csv"), "--correlated", "0.5"]
+    assert main([*args, "--no-progress", "--no-plots", "--out", str(tmp_path / "run")]) == 0
+    assert seen["cfg"] == SimConfig()
+    assert seen["topo"].n_gpus == 64 and seen["policy"].name == "fifo"
+    assert seen["solver"].name == "pal"
+    settings = json.loads((tmp_path / "run" / "summary.json").read_text())["settings"]
+    assert settings == {
+        "trace": str(tmp_path / "t.csv"),
+        "cluster": "16x4",
+        "profile": "correlated:0.5",
+        "placement": "pal",
+        "placement_options": {},
+        "scheduler": "fifo",
+        "scheduler_options": {},
+        "locality_penalty": 1.7,
+        "round_s": 360.0,
+        "completion": "round",
+        "restart_cost_s": 0.0,
+        "backfill": False,
+        "extra_jobs": False,
+        "fixed_charge": False,
+        "seed": 0,
+        "max_time_s": None,
+        "time_limit": None,
+        "check": False,
+    }

@@ -324,3 +324,24 @@ def test_a_damaged_cell_result_is_named(tmp_path, text):
         run_sweep(spec, square_cell, workers=1)
     damaged.unlink()
     assert len(run_sweep(spec, square_cell, workers=1)) == 2
+
+
+def test_fresh_reruns_every_cell_but_only_after_the_arguments_are_checked(tmp_path):
+    # `palopt sweep --fresh --workers 0` deleted the stored runs, then refused the workers.
+    calls = []
+
+    def counted(cell):
+        calls.append(cell["x"])
+        return {"metric": cell["x"]}
+
+    spec = SweepSpec({"x": (1, 2)}, {}, tmp_path / "out")
+    run_sweep(spec, counted, workers=1)
+    stored = sorted((tmp_path / "out" / "cells").iterdir())
+    for bad in ({"workers": 0}, {"engine": "rey"}, {"address": "auto"}):
+        with pytest.raises(InputError):
+            run_sweep(spec, counted, fresh=True, **bad)
+        assert sorted((tmp_path / "out" / "cells").iterdir()) == stored
+    run_sweep(spec, counted, workers=1)
+    assert calls == [1, 2]  # reused
+    run_sweep(spec, counted, workers=1, fresh=True)
+    assert calls == [1, 2, 1, 2]

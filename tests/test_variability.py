@@ -10,6 +10,7 @@ import pytest
 
 from palopt.binning import bin_values
 from palopt.cli import main
+from palopt.commands.profile import summarise
 from palopt.errors import InputError
 from palopt.instance import Job
 from palopt.topology import build_cluster
@@ -428,6 +429,100 @@ def test_cli_missing_file(tmp_path: Path, capsys) -> None:
         main(["profile", "show", str(tmp_path / "nope.json")])
     assert exc.value.code == 2
     assert f"argument file: '{tmp_path / 'nope.json'}': no such file" in capsys.readouterr().err
+
+
+def _two_class_profile(tmp_path: Path) -> Path:
+    """Six GPUs of three servers; GPU s0-1 not measured in class B."""
+    values = np.array([[0.9, 1.0, 1.0, 1.3, 1.31, 2.0], [1.0, np.nan, 1.1, 1.2, 1.0, 1.5]])
+    gpus = ("s0-0", "s0-1", "s1-0", "s1-1", "s2-0", "s2-1")
+    save_profile(VariabilityProfile(("A", "B"), gpus, values, source="hand"), tmp_path / "p.json")
+    return tmp_path / "p.json"
+
+
+def test_cli_show_table(tmp_path: Path, capsys) -> None:
+    path = _two_class_profile(tmp_path)
+    assert main(["profile", "show", str(path)]) == 0
+    assert capsys.readouterr().out.splitlines() == [
+        "6 GPUs; source: hand",
+        "class         gpus     min  median     p95     max   k  levels (kmeans)",
+        "A                6  0.9000  1.1500  1.8275  2.0000   4  0.9000x1 1.0000x2 1.3050x2 "
+        "2.0000x1",
+        "B                5  1.0000  1.1000  1.4400  1.5000   4  1.0000x2 1.1000x1 1.2000x1 "
+        "1.5000x1",  # the GPU not measured in B is left out
+    ]
+    assert main(["profile", "show", str(path), "--tol", "0.3"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2].endswith("   2  1.1020x5 2.0000x1") and lines[3].endswith("   1  1.1600x5")
+    assert main(["profile", "show", str(path), "--method", "artifact"]) == 0
+    out = capsys.readouterr().out
+    assert out.splitlines()[1].endswith("levels (artifact)")
+    expected = summarise(load_profile(path), "artifact")
+    assert out == expected + "\n" and expected != summarise(load_profile(path))
+
+
+@pytest.mark.parametrize("tol", ["-0.1", "nan"])
+def test_cli_show_refuses_a_bad_tolerance(tmp_path: Path, capsys, tol: str) -> None:
+    path = _two_class_profile(tmp_path)
+    assert (
+        main(["profile", "show", str(path), "--tol", tol, "--plot", str(tmp_path / "h.png")]) == 2
+    )
+    assert capsys.readouterr().err == (
+        f"palopt: error: --tol = {float(tol)}: must be a non-negative number\n"
+    )
+    assert not (tmp_path / "h.png").exists()
+
+
+def test_cli_show_draws_with_the_binning_it_prints(tmp_path: Path, monkeypatch) -> None:
+    from palopt.commands import profile as command
+
+    calls = []
+    real = command.bin_values
+
+    def spy(values, method, tol):
+        calls.append((method, tol))
+        return real(values, method=method, tol=tol)
+
+    monkeypatch.setattr(command, "bin_values", spy)
+    path = _two_class_profile(tmp_path)
+    args = ["profile", "show", str(path), "--plot", str(tmp_path / "h.png")]
+    assert main([*args, "--method", "artifact", "--tol", "0.3"]) == 0
+    assert calls == [("artifact", 0.3)] * 4  # two classes, in the table and in the plot
+    assert (tmp_path / "h.png").stat().st_size > 0
+
+
+def test_cli_import_options(tmp_path: Path, capsys) -> None:
+    csv = write(tmp_path / "m.csv", "node,perf,t\na,10,2\nb,20,3\nc,40,5\n")
+    out = tmp_path / "p.json"
+    base = ["profile", "import", str(csv), "--id", "node", "-o", str(out)]
+    assert main([*base, "--value", "perf", "--no-normalise"]) == 0
+    assert load_profile(out).values.tolist() == [[10.0, 20.0, 40.0]]  # as measured
+    assert main([*base, "--value", "t"]) == 0  # without --append: replaced
+    p = load_profile(out)
+    assert p.classes == ("t",) and p.values.tolist() == [[2 / 3, 1.0, 5 / 3]]
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"{out}: 3 GPUs, classes t (")
+    assert main([*base, "--value", "perf", "--class", "P", "--append"]) == 0
+    p = load_profile(out)
+    assert p.classes == ("t", "P") and p.values[1].tolist() == [0.5, 1.0, 2.0]
+    assert capsys.readouterr().out.startswith(f"{out}: 3 GPUs, classes t, P (")
+    for bad in ("node,", ",node", "node,,perf"):
+        with pytest.raises(SystemExit) as exc:
+            main([*base, "--value", "perf", "--id", bad])
+        assert exc.value.code == 2
+        assert "expected comma-separated names" in capsys.readouterr().err
+
+
+def test_cli_assign_defaults_and_summary_line(tmp_path: Path, capsys) -> None:
+    path = _two_class_profile(tmp_path)
+    out = tmp_path / "a.json"
+    args = ["profile", "assign", str(path), "--cluster", "1x4", "-o", str(out)]
+    assert main(args) == 0  # by default: in profile order, unmeasured GPUs dropped, single GPUs
+    assert capsys.readouterr().out == (f"{out}: 4 GPUs (1x4), classes A, B, from 4 measured GPUs\n")
+    assert load_profile(out).origin == ("s0-0", "s1-0", "s1-1", "s2-0")
+    assert main([*args, "--missing", "median"]) == 0
+    assert load_profile(out).origin == ("s0-0", "s0-1", "s1-0", "s1-1")
+    args = ["profile", "assign", str(path), "--cluster", "2x2", "-o", str(out), "--by", "server"]
+    assert main(args) == 0  # whole servers: s0 was not measured in B
+    assert load_profile(out).origin == ("s1-0", "s1-1", "s2-0", "s2-1")
 
 
 def test_assign_profile_with_replacement_fills_a_larger_cluster() -> None:

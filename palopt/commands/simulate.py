@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -365,8 +364,6 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     model = _model_name(args)
     stem = f"{args.figure}-{model}"
     cells = args.out / f"{stem}-cells"
-    if args.fresh and cells.exists():
-        shutil.rmtree(cells)
     options = {
         "completion": args.completion,
         "restart_cost": args.restart_cost,
@@ -394,8 +391,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             args.data, cells, loads, seeds=range(args.seeds), n_jobs=args.jobs, **options
         )
         by, group = "load", "scheduler"
-    table = run_sweep(
-        prepare(spec), simulate_cell, workers=args.workers, progress=not args.no_progress
+    table = run_sweep(  # --fresh deletes the runs only once the input is known to be good
+        prepare(spec),
+        simulate_cell,
+        workers=args.workers,
+        progress=not args.no_progress,
+        fresh=args.fresh,
     )
     write_text(args.out / f"{stem}-runs.csv", table.to_csv(index=False))
     texts = []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import shutil
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -86,8 +85,6 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             spec.baseline,
             f"not a placement of the grid ({', '.join(map(str, placements))})",
         )
-    if args.fresh and (spec.out / "cells").exists():
-        shutil.rmtree(spec.out / "cells")
     table = run_sweep(
         spec,
         partial(simulate_from, args.grid.parent.resolve()),
@@ -95,6 +92,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         workers=args.workers,
         address=args.address,
         progress=not args.no_progress,
+        fresh=args.fresh,
     )
     print(f"{len(table)} runs; results in {spec.out / ('results.' + spec.format)}")
     short = int((table["unfinished"] > 0).sum())
