@@ -460,14 +460,14 @@ def test_cli_show_table(tmp_path: Path, capsys) -> None:
     assert out == expected + "\n" and expected != summarise(load_profile(path))
 
 
-@pytest.mark.parametrize("tol", ["-0.1", "nan"])
+@pytest.mark.parametrize("tol", ["-0.1", "nan", "inf"])
 def test_cli_show_refuses_a_bad_tolerance(tmp_path: Path, capsys, tol: str) -> None:
     path = _two_class_profile(tmp_path)
     assert (
         main(["profile", "show", str(path), "--tol", tol, "--plot", str(tmp_path / "h.png")]) == 2
     )
     assert capsys.readouterr().err == (
-        f"palopt: error: --tol = {float(tol)}: must be a non-negative number\n"
+        f"palopt: error: --tol = {float(tol)}: must be a finite number >= 0\n"
     )
     assert not (tmp_path / "h.png").exists()
 

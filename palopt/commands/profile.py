@@ -181,8 +181,8 @@ def plot_profile(
 
 def cmd_show(args: argparse.Namespace) -> int:
     """Show a profile."""
-    if not args.tol >= 0:
-        raise InputError("--tol", args.tol, "must be a non-negative number")
+    if not 0 <= args.tol < np.inf:  # inf was refused later, as "tol", after the checks
+        raise InputError("--tol", args.tol, "must be a finite number >= 0")
     check_output(args.plot, [args.file], "--plot")
     profile = load_profile(args.file)
     print(summarise(profile, args.method, args.tol))
