@@ -154,15 +154,19 @@ def test_cli_reproduce_bad_input(artifact_dir, tmp_path, capsys, args, message):
     assert err.startswith("palopt: error:") and message in err
 
 
+#: Two workloads' average JCTs for the baselines and PAL.
+RUNS_BY_WORKLOAD = [
+    {"workload": w, "placement": p, "avg_jct_h": v}
+    for w, vals in (
+        (1, {"packed-sticky": 10.0, "packed-nonsticky": 8.0, "pal": 5.0}),
+        (2, {"packed-sticky": 4.0, "packed-nonsticky": 4.0, "pal": 2.0}),
+    )
+    for p, v in vals.items()
+]
+
+
 def test_improvement_table():
-    rows = [
-        {"workload": w, "placement": p, "avg_jct_h": v}
-        for w, vals in (
-            (1, {"packed-sticky": 10.0, "packed-nonsticky": 8.0, "pal": 5.0}),
-            (2, {"packed-sticky": 4.0, "packed-nonsticky": 4.0, "pal": 2.0}),
-        )
-        for p, v in vals.items()
-    ]
+    rows = RUNS_BY_WORKLOAD
     jct, gains = improvement_table(rows, "workload")
     assert jct.loc[1, "pal"] == 5.0
     g = gains.set_index(["baseline", "placement"])
@@ -482,14 +486,7 @@ def test_improvement_table_averages_the_runs_of_a_cell():
 def test_format_tables_text():
     from palopt.sim.experiments import format_tables
 
-    rows = [
-        {"workload": w, "placement": p, "avg_jct_h": v}
-        for w, vals in (
-            (1, {"packed-sticky": 10.0, "packed-nonsticky": 8.0, "pal": 5.0}),
-            (2, {"packed-sticky": 4.0, "packed-nonsticky": 4.0, "pal": 2.0}),
-        )
-        for p, v in vals.items()
-    ]
+    rows = RUNS_BY_WORKLOAD
     text = format_tables(*improvement_table(rows, "workload"), "workload")
     lines = text.splitlines()
     assert not text.endswith("\n")

@@ -187,6 +187,16 @@ def test_a_changed_default_runs_the_cells_again(tmp_path, artifact_dir, monkeypa
     assert len(list((tmp_path / "out" / "cells").iterdir())) == 2
 
 
+def assert_refused(tmp_path, capsys, tables: str, message: str) -> None:
+    """``palopt sweep`` of a grid file of ``tables`` (results in ``out``) exits 2 naming
+    ``message``, before any cell ran."""
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f'[sweep]\nout = "out"\n{tables}\n')
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2
+    assert f"grid.toml: {message}" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
+
+
 @pytest.mark.parametrize(
     "line, message",
     [
@@ -198,11 +208,7 @@ def test_a_changed_default_runs_the_cells_again(tmp_path, artifact_dir, monkeypa
 )
 def test_a_bad_placement_or_key_is_refused_before_any_cell_runs(tmp_path, capsys, line, message):
     # An unknown placement was found only when its cell ran, after the others had run.
-    grid = tmp_path / "grid.toml"
-    grid.write_text(f'[sweep]\nout = "out"\n[grid]\n{line}\n')
-    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2
-    assert f"grid.toml: {message}" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+    assert_refused(tmp_path, capsys, f"[grid]\n{line}", message)
 
 
 @pytest.mark.parametrize(
@@ -229,11 +235,7 @@ def test_a_bad_value_is_refused_before_any_cell_runs(
 ):
     # These were found only when their cell ran, after the others had run (with the cell's
     # values, not the table of the grid file that gave them).
-    grid = tmp_path / "grid.toml"
-    grid.write_text(f'[sweep]\nout = "out"\n{lines}\ndata = "{artifact_dir}"\n')
-    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2
-    assert f"grid.toml: {message}" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+    assert_refused(tmp_path, capsys, f'{lines}\ndata = "{artifact_dir}"', message)
 
 
 def test_a_cell_with_two_traces_is_refused(tmp_path, artifact_dir, capsys):
@@ -254,22 +256,25 @@ def test_a_cell_with_two_traces_is_refused(tmp_path, artifact_dir, capsys):
     ],
 )
 def test_a_bad_fixed_parameter_is_named_in_the_fixed_table(tmp_path, capsys, line, message):
+    assert_refused(tmp_path, capsys, f"[grid]\nseed = [0]\n[fixed]\n{line}", message)
+
+
+def run_on_small_trace(tmp_path, capsys, text: str) -> str:
+    """``palopt sweep`` of the grid file ``text`` beside :func:`small_trace`'s trace; its output."""
+    small_trace(tmp_path)
     grid = tmp_path / "grid.toml"
-    grid.write_text(f'[sweep]\nout = "out"\n[grid]\nseed = [0]\n[fixed]\n{line}\n')
-    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2
-    assert f"grid.toml: {message}" in capsys.readouterr().err
-    assert not (tmp_path / "out").exists()
+    grid.write_text(text)
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
+    return capsys.readouterr().out
 
 
 def test_a_fixed_placement_can_be_the_baseline(tmp_path, artifact_dir, capsys):
-    small_trace(tmp_path)
-    grid = tmp_path / "grid.toml"
-    grid.write_text(
+    out = run_on_small_trace(
+        tmp_path,
+        capsys,
         '[sweep]\nout = "out"\nbaseline = "packed-sticky"\n[grid]\nseed = [0]\n'
-        f'[fixed]\nplacement = "packed-sticky"\ntrace = "trace.csv"\ndata = "{artifact_dir}"\n'
+        f'[fixed]\nplacement = "packed-sticky"\ntrace = "trace.csv"\ndata = "{artifact_dir}"\n',
     )
-    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
-    out = capsys.readouterr().out
     assert out.startswith(f"1 runs; results in {tmp_path / 'out' / 'results.csv'}\n")
     assert "Average JCT (hours) by seed" in out
 
@@ -277,14 +282,12 @@ def test_a_fixed_placement_can_be_the_baseline(tmp_path, artifact_dir, capsys):
 def test_a_grid_without_a_baseline_placement_gets_no_improvement_table(
     tmp_path, artifact_dir, capsys
 ):
-    small_trace(tmp_path)
-    grid = tmp_path / "grid.toml"
-    grid.write_text(
+    out = run_on_small_trace(
+        tmp_path,
+        capsys,
         '[sweep]\nout = "out"\n[grid]\nplacement = ["pal"]\nseed = [0, 1]\n'
-        f'[fixed]\ntrace = "trace.csv"\ndata = "{artifact_dir}"\n'
+        f'[fixed]\ntrace = "trace.csv"\ndata = "{artifact_dir}"\n',
     )
-    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
-    out = capsys.readouterr().out
     assert "2 runs; results in" in out
     assert "no baseline placement in the grid (sweep.baseline): no improvement table" in out
     assert "Improvement" not in out and not (tmp_path / "out" / "summary.txt").exists()
@@ -292,14 +295,12 @@ def test_a_grid_without_a_baseline_placement_gets_no_improvement_table(
 
 def test_the_summary_has_a_row_per_value_of_the_other_axes(tmp_path, artifact_dir, capsys):
     # No sweep.baseline: the summary is over the one of BASELINES the grid runs.
-    small_trace(tmp_path)
-    grid = tmp_path / "grid.toml"
-    grid.write_text(
+    out = run_on_small_trace(
+        tmp_path,
+        capsys,
         '[sweep]\nout = "out"\n[grid]\nplacement = ["packed-sticky", "pal"]\nseed = [0, 1]\n'
-        f'[fixed]\ntrace = "trace.csv"\ndata = "{artifact_dir}"\n'
+        f'[fixed]\ntrace = "trace.csv"\ndata = "{artifact_dir}"\n',
     )
-    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
-    out = capsys.readouterr().out
     assert out.startswith(f"4 runs; results in {tmp_path / 'out' / 'results.csv'}\n")
     assert "packed-nonsticky" not in out
     gains = out.split("Improvement over packed-sticky by seed (1 - JCT / JCT_packed-sticky)\n")
