@@ -369,6 +369,7 @@ def test_the_gap_plot_has_a_panel_per_load(tmp_path: Path) -> None:
         ((64, 3, 1.0, "longhorn"), "gpus_per_server = 3"),
         ((18, 4, 1.0, "longhorn"), "n_gpus = 18"),
         ((64, 4, 0.0, "longhorn"), "load = 0.0"),
+        ((64, 4, 0.333, "longhorn"), "load = 0.333: must be a whole percent"),
         ((64, 4, 1.0, "mars"), "profile = 'mars'"),
     ],
 )
@@ -508,7 +509,10 @@ def test_the_table_shows_a_rounding_error_below_the_reference_as_zero() -> None:
         ("--sizes", ",", "--sizes = ',': expected positive integers"),  # not min() of nothing
         ("--sizes", "16,x", "--sizes = '16,x': expected comma-separated integers"),
         ("--loads", "half", "--loads = 'half': expected comma-separated numbers"),
-        ("--loads", "0", "--loads = 0.0: each must be in (0, 1]"),
+        ("--loads", "0", "--loads = 0.0: must be in (0, 1]"),
+        # families are named and seeded by the whole percent: 0.004 was a family named 0%
+        ("--loads", "0.004", "--loads = 0.004: must be a whole percent"),
+        ("--loads", "0.555", "--loads = 0.555: must be a whole percent"),
         ("--profiles", ",", "--profiles = ',': expected comma-separated names"),
         ("--profiles", "mars", "--profiles = 'mars': must be one of "),
         ("--seeds", "0", "--seeds = 0: must be at least 1"),
@@ -517,8 +521,7 @@ def test_the_table_shows_a_rounding_error_below_the_reference_as_zero() -> None:
         ("--sizes", "16,64,16", "--sizes = 16: given twice"),
         ("--profiles", "longhorn,longhorn", "--profiles = 'longhorn': given twice"),
         ("--solvers", "pal,greedy,pal", "--solvers = 'pal': given twice"),
-        # one family name and seed: 56% (they were summarised as one family of twice the rounds)
-        ("--loads", "0.555,0.556", "--loads = 0.556: the same whole percent"),
+        ("--loads", "0.5,0.50", "--loads = 0.5: given twice"),
     ],
 )
 def test_bench_refuses_each_bad_option_by_name(

@@ -27,6 +27,7 @@ __all__ = [
     "Family",
     "PROFILES",
     "RACK_GPUS",
+    "check_load",
     "check_shape",
     "sample_slowdowns",
     "sample_jobs",
@@ -79,6 +80,40 @@ def check_shape(
         raise InputError(fields[0], n_gpus, f"above one rack, must be whole racks of {RACK_GPUS}")
 
 
+def check_load(load: float, field: str = "load") -> None:
+    """Check a family's load: a whole percent in (0, 1], since families are named and seeded by it.
+
+    Parameters
+    ----------
+    load : float
+        Share of the cluster's GPUs the queue asks for.
+    field : str, default "load"
+        Name of the value in the error message.
+
+    Raises
+    ------
+    InputError
+        For a value outside (0, 1] or between two whole percents.
+
+    Examples
+    --------
+    >>> check_load(0.5)
+    >>> check_load(0.555)
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: load = 0.555: must be a whole percent (0.01, 0.02, ..., 1): \
+families are named and seeded by it
+    """
+    if not 0 < load <= 1:
+        raise InputError(field, load, "must be in (0, 1]")
+    if abs(100 * load - round(100 * load)) > 1e-9:
+        raise InputError(
+            field,
+            load,
+            "must be a whole percent (0.01, 0.02, ..., 1): families are named and seeded by it",
+        )
+
+
 @dataclass(frozen=True)
 class Family:
     """One benchmark family: a cluster shape, a load and a slowdown profile.
@@ -86,7 +121,8 @@ class Family:
     Raises
     ------
     InputError
-        For a shape :func:`check_shape` rejects, a load outside (0, 1] or an unknown profile.
+        For a shape :func:`check_shape` rejects, a load :func:`check_load` rejects or an
+        unknown profile.
     """
 
     n_gpus: int
@@ -96,8 +132,7 @@ class Family:
 
     def __post_init__(self) -> None:
         check_shape(self.n_gpus, self.gpus_per_server)
-        if not 0 < self.load <= 1:
-            raise InputError("load", self.load, "must be in (0, 1]")
+        check_load(self.load)
         if self.profile not in PROFILES:
             raise InputError("profile", self.profile, f"must be one of {', '.join(PROFILES)}")
 

@@ -10,7 +10,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from palopt.bench.families import PROFILES, Family, check_shape
+from palopt.bench.families import PROFILES, Family, check_load, check_shape
 from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
 from palopt.bench.runner import EXACT, HEURISTICS, Row, SolverSpec, run_bench
 from palopt.commands import check_folder, file_path, require_plotting
@@ -82,7 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sizes", help=f"cluster sizes in GPUs (default {FULL['sizes']})")
     p.add_argument("--gpus-per-server", help=f"server sizes (default {FULL['gpus_per_server']})")
     p.add_argument(
-        "--loads", help=f"queue demand as a share of the cluster (default {FULL['loads']})"
+        "--loads",
+        help=f"queue demand as a share of the cluster, in whole percents (default {FULL['loads']})",
     )
     p.add_argument("--profiles", help=f"slowdown profiles (default {FULL['profiles']})")
     p.add_argument("--seeds", type=int, help=f"instances per family (default {FULL['seeds']})")
@@ -130,14 +131,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     per_server = _ints(args.gpus_per_server, "--gpus-per-server")
     loads = _floats(args.loads, "--loads")
     for load in loads:
-        if not 0 < load <= 1:
-            raise InputError("--loads", load, "each must be in (0, 1]")
-    _distinct(
-        loads,
-        "--loads",
-        [round(100 * x) for x in loads],
-        "the same whole percent as another load (families are named and seeded by it)",
-    )
+        check_load(load, "--loads")
+    _distinct(loads, "--loads", [round(100 * x) for x in loads])
     profiles = [p for p in args.profiles.split(",") if p]
     if not profiles:
         raise InputError("--profiles", args.profiles, "expected comma-separated names")
