@@ -57,8 +57,9 @@ def job_cost(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray) -> 
     Raises
     ------
     InputError
-        If ``gpus`` is empty, holds a GPU index outside the topology, or ``job``'s class is not
-        one of the instance's.
+        If ``instance`` is not an :class:`~palopt.instance.Instance` or ``job`` not a
+        :class:`~palopt.instance.Job`, ``gpus`` is empty or holds a GPU index outside the
+        topology, or ``job``'s class is not one of the instance's.
 
     Examples
     --------
@@ -71,6 +72,9 @@ def job_cost(instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray) -> 
     >>> job_cost(inst, inst.queue[0], [1, 2])
     CostBreakdown(cost=1.7999999999999998, slowdown=1.2, tier='rack', penalty=1.5)
     """
+    require_instance(instance)
+    if not isinstance(job, Job):
+        raise InputError("job", job, "must be a Job")
     if job.job_class not in instance.class_index:
         raise InputError(f"job {job.id!r}.class", job.job_class, "not a class of the instance")
     index = instance.topology.check_indices(gpus, f"job {job.id!r}.gpus")

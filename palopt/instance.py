@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from palopt.errors import InputError, is_finite_number, is_number
-from palopt.topology import Topology
+from palopt.topology import Topology, require_topology
 
 __all__ = ["Job", "Instance", "penalty_matrix", "require_factors", "require_instance"]
 
@@ -51,7 +51,11 @@ class Job:
         # Instance to refuse with the field's name.
         gpus = self.current_gpus
         if type(gpus) is not tuple or any(type(g) is not int for g in gpus):
-            if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__iter__"):
+            if (
+                isinstance(gpus, (str, bytes))
+                or not hasattr(gpus, "__iter__")
+                or np.ndim(gpus) == 0
+            ):
                 raise InputError(f"job {self.id!r}.current_gpus", gpus, "expected GPU indices")
             gpus = tuple(int(g) if isinstance(g, np.integer) else g for g in gpus)
             object.__setattr__(self, "current_gpus", gpus)
@@ -109,15 +113,13 @@ class Instance:
 
     def __post_init__(self) -> None:
         topo = self.topology
-        if not isinstance(topo, Topology):
-            raise InputError("topology", type(topo).__name__, "expected a Topology (build_cluster)")
+        require_topology(topo)
         n, t = topo.n_gpus, len(topo.tiers)
         if isinstance(self.classes, str) or not _is_sequence(self.classes):
             raise InputError("classes", self.classes, "expected a list of class names")
         classes = tuple(str(c) if isinstance(c, str) else c for c in self.classes)
         object.__setattr__(self, "classes", classes)
-        if isinstance(self.queue, Job) or not _is_sequence(self.queue):
-            raise InputError("queue", type(self.queue).__name__, "expected a sequence of Jobs")
+        require_queue(self.queue)
         object.__setattr__(self, "queue", tuple(self.queue))
         if not all(isinstance(c, str) for c in classes) or not classes:
             raise InputError("classes", classes, "expected a non-empty list of class names")
@@ -174,7 +176,15 @@ class Instance:
 
     def replace_queue(self, queue: Sequence[Job]) -> Instance:
         """A copy of this instance with another queue (validated; the rest is this instance's,
-        already checked: a simulation calls this every round)."""
+        already checked: a simulation calls this every round).
+
+        Raises
+        ------
+        InputError
+            For a ``queue`` that is not a sequence of jobs, or a job the instance cannot hold
+            (as :class:`Instance` checks its queue).
+        """
+        require_queue(queue)
         queue = tuple(queue)
         _check_queue(queue, self.class_index, self.busy, self.topology.gpu_ids)
         _check_cost_range(queue, self.slowdown, self.penalty)
@@ -252,6 +262,13 @@ def require_factors(values: np.ndarray, field: Callable[[int, int], str]) -> Non
 
 def _is_sequence(value: object) -> bool:
     return isinstance(value, (Sequence, np.ndarray))
+
+
+def require_queue(queue: object) -> None:
+    """Raise :class:`InputError` unless ``queue`` is a sequence of jobs (not one Job, None or a
+    generator); the jobs themselves are checked with the instance they join."""
+    if isinstance(queue, Job) or not _is_sequence(queue):
+        raise InputError("queue", type(queue).__name__, "expected a sequence of Jobs")
 
 
 def _matrix(value: object, name: str, shape: tuple[int, int]) -> np.ndarray:
@@ -378,9 +395,9 @@ def penalty_matrix(
     Raises
     ------
     InputError
-        For an empty mapping, an unknown tier or class, a missing class without a default, or a
-        penalty that is not a number from :data:`MIN_FACTOR` to :data:`MAX_FACTOR`; named from
-        ``field_name``.
+        For a ``topology`` that is not a :class:`~palopt.topology.Topology`, an empty mapping,
+        an unknown tier or class, a missing class without a default, or a penalty that is not a
+        number from :data:`MIN_FACTOR` to :data:`MAX_FACTOR`; named from ``field_name``.
 
     Examples
     --------
@@ -392,6 +409,7 @@ def penalty_matrix(
     ...
     palopt.errors.InputError: pen.rack = 0.0: must be a finite number from 1e-12 to 1e+12
     """
+    require_topology(topology)
     tiers = topology.tiers
     if is_number(penalties):
         if not is_finite_number(penalties):

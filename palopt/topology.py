@@ -39,7 +39,7 @@ MAX_GPUS = 2**20
 #: number): ``1e30`` was read, and written to Slurm as a 31-digit device number.
 MAX_LOCAL = 2**16
 
-__all__ = ["Topology", "build_cluster", "parse_shape"]
+__all__ = ["Topology", "build_cluster", "parse_shape", "require_topology"]
 
 GPU, SERVER, SWITCH = "gpu", "server", "switch"
 NVLINK, PCIE, NETWORK = "nvlink", "pcie", "network"
@@ -537,6 +537,21 @@ class Topology:
             switch_tier,
             gpu_index,
         )
+
+
+def require_topology(value: object) -> None:
+    """Raise :class:`InputError` unless ``value`` is a :class:`Topology` (the one check of the
+    argument of every function that takes one).
+
+    Examples
+    --------
+    >>> require_topology("2x4")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: topology = 'str': expected a Topology (build_cluster)
+    """
+    if not isinstance(value, Topology):
+        raise InputError("topology", type(value).__name__, "expected a Topology (build_cluster)")
 
 
 def _json_value(value: Any, field_name: str) -> Any:

@@ -72,9 +72,9 @@ import numpy as np
 
 from palopt.binning import bin_values
 from palopt.errors import InputError, check_fields, check_flag, check_seed
-from palopt.instance import MAX_FACTOR, MIN_FACTOR, Instance, Job, penalty_matrix
+from palopt.instance import MAX_FACTOR, MIN_FACTOR, Instance, Job, penalty_matrix, require_queue
 from palopt.io import read_csv, read_json, write_text
-from palopt.topology import Topology
+from palopt.topology import Topology, require_topology
 
 __all__ = [
     "PROFILE_FORMAT",
@@ -106,6 +106,9 @@ LONGHORN_CLASSES: Mapping[str, str] = {
     "classC": "bert",
     "classD": "pagerank",
 }
+
+#: The options :func:`bin_profile` and :func:`build_instance` pass to :func:`bin_values`.
+BIN_OPTIONS = ("k", "tol", "k_max")
 
 #: Rules of :func:`assign_profile` for classes a GPU was not measured in.
 MISSING_RULES = ("drop", "median", "sample")
@@ -166,7 +169,15 @@ class VariabilityProfile:
             if len(set(items)) != len(items):
                 dup = next(x for i, x in enumerate(items) if x in items[:i])
                 raise InputError(name, dup, "duplicate name")
-        values = np.array(self.values, dtype=np.float64)
+        try:
+            values = np.array(self.values, dtype=np.float64)
+        except (TypeError, ValueError):  # a ragged list, text, None among the numbers
+            shown = type(self.values).__name__ if isinstance(self.values, np.ndarray) else None
+            raise InputError(
+                "values",
+                shown or self.values,
+                f"expected a ({len(classes)}, {len(gpus)}) array of numbers",
+            ) from None
         if values.shape != (len(classes), len(gpus)):
             raise InputError(
                 "values", values.shape, f"expected shape ({len(classes)}, {len(gpus)})"
@@ -242,7 +253,7 @@ class VariabilityProfile:
         Raises
         ------
         InputError
-            If a class is in both profiles.
+            If ``other`` is not a profile, or a class is in both profiles.
 
         Examples
         --------
@@ -252,6 +263,8 @@ class VariabilityProfile:
         >>> m.gpus, m.complete().tolist()
         (('g0', 'g1', 'g2'), [False, True, False])
         """
+        if not isinstance(other, VariabilityProfile):
+            raise InputError("other", type(other).__name__, "expected a VariabilityProfile")
         clash = [c for c in other.classes if c in self.classes]
         if clash:
             raise InputError("class", clash[0], "class is in both profiles")
@@ -708,8 +721,9 @@ def assign_profile(
     Raises
     ------
     InputError
-        For an unknown rule, too few eligible GPUs or servers, keys without a server part
-        (``by="server"``), ``"sample"`` without a seed, or a negative seed.
+        For a ``profile`` or ``topology`` of another type, an unknown rule, too few eligible
+        GPUs or servers, keys without a server part (``by="server"``), ``"sample"`` without a
+        seed, or a negative seed.
 
     Examples
     --------
@@ -719,6 +733,7 @@ def assign_profile(
     >>> assign_profile(p, build_cluster(1, 1, 2), seed=None).origin
     ('x', 'z')
     """
+    _require_types(profile, topology)
     if missing not in MISSING_RULES:
         raise InputError("missing", missing, f"must be one of {', '.join(MISSING_RULES)}")
     if by not in ("gpu", "server"):
@@ -764,6 +779,13 @@ def assign_profile(
     return VariabilityProfile(
         profile.classes, topology.gpu_ids, values, note, tuple(profile.gpus[i] for i in chosen)
     )
+
+
+def _require_types(profile: object, topology: object) -> None:
+    """Refuse a ``profile`` or ``topology`` argument of another type."""
+    if not isinstance(profile, VariabilityProfile):
+        raise InputError("profile", type(profile).__name__, "expected a VariabilityProfile")
+    require_topology(topology)
 
 
 def _draw_servers(
@@ -816,12 +838,22 @@ def bin_profile(profile: VariabilityProfile, method: str = "kmeans", **options: 
     numpy.ndarray
         ``levels[c, g]``, ``NaN`` where the profile has no value.
 
+    Raises
+    ------
+    InputError
+        For an option other than :data:`BIN_OPTIONS`, or as :func:`~palopt.binning.bin_values`.
+
     Examples
     --------
     >>> p = VariabilityProfile(("A",), ("a", "b", "c"), np.array([[1.0, 1.001, 1.5]]))
     >>> bin_profile(p).round(4).tolist()
     [[1.0005, 1.0005, 1.5]]
     """
+    for key, value in options.items():  # bin_values would raise a TypeError
+        if key not in BIN_OPTIONS:
+            raise InputError(
+                key, value, f"unknown binning option; options: {', '.join(BIN_OPTIONS)}"
+            )
     levels = np.full(profile.values.shape, np.nan)
     for c in range(len(profile.classes)):
         have = ~np.isnan(profile.values[c])
@@ -861,7 +893,9 @@ def build_instance(
     Raises
     ------
     InputError
-        If the profile does not match the topology or has missing values.
+        If ``profile`` or ``topology`` is of another type, ``queue`` is not a sequence of jobs,
+        an option is not one of :data:`BIN_OPTIONS`, or the profile does not match the topology
+        or has missing values.
 
     Examples
     --------
@@ -872,6 +906,8 @@ def build_instance(
     >>> inst.slowdown.round(3).tolist()   # two levels: the three near-median GPUs share one
     [[1.0, 1.0, 1.0, 1.4]]
     """
+    _require_types(profile, topology)
+    require_queue(queue)
     if profile.gpus != topology.gpu_ids:
         raise InputError(
             "profile.gpus",

@@ -480,3 +480,61 @@ def test_to_dict_reports_every_field_of_the_result():
     assert (data["status"], data["n_placed"], data["n_jobs"]) == ("optimal", 1, 2)
     assert data["wall_time"] == result.wall_time > 0
     assert result.assignment() == {"a": (1, 2, 3)}  # the placed jobs only
+
+
+@pytest.mark.parametrize("queue", [None, Job("a", 1, "A"), (j for j in [Job("a", 1, "A")])])
+def test_replace_queue_refuses_what_the_instance_refuses(queue):
+    # None and a single Job raised a TypeError; a generator passed here but not to Instance.
+    with pytest.raises(InputError, match="queue = '(NoneType|Job|generator)': expected a sequence"):
+        _instance().replace_queue(queue)
+    assert _instance().replace_queue([Job("a", 1, "A")]).queue == (Job("a", 1, "A"),)
+
+
+def test_penalty_matrix_names_a_topology_of_the_wrong_kind():
+    with pytest.raises(InputError, match="topology = 'str': expected a Topology"):
+        palopt.penalty_matrix("2x4", ["A"], 1.7)  # type: ignore[arg-type]
+    assert palopt.penalty_matrix(TOPO, ["A", "B"], 1.7).shape == (2, 3)
+
+
+def test_job_cost_names_an_instance_or_job_of_the_wrong_kind():
+    inst = _instance(Job("a", 2, "A"))
+    with pytest.raises(InputError, match="instance = 'NoneType': must be a palopt.Instance"):
+        palopt.job_cost(None, inst.queue[0], [0, 1])  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="job = 'a': must be a Job"):
+        palopt.job_cost(inst, "a", [0, 1])  # type: ignore[arg-type]
+    assert palopt.job_cost(inst, inst.queue[0], np.array([0, 4])).tier == "rack"
+
+
+def test_a_job_on_a_0_d_array_of_gpus_is_refused_by_name():
+    with pytest.raises(InputError, match=r"job 'a'.current_gpus = array\(3\): expected GPU"):
+        Job("a", 1, "A", current_gpus=np.array(3))
+
+
+def test_profile_values_that_are_not_numbers_are_named():
+    with pytest.raises(
+        InputError, match=r"values = \[\[1.0\], \[1.0, 2.0\]\]: expected a \(1, 2\)"
+    ):
+        palopt.VariabilityProfile(("A",), ("g0", "g1"), [[1.0], [1.0, 2.0]])  # type: ignore[arg-type]
+    with pytest.raises(InputError, match=r"values = \[\['x'\]\]: expected a \(1, 1\) array"):
+        palopt.VariabilityProfile(("A",), ("g0",), [["x"]])  # type: ignore[arg-type]
+    p = palopt.VariabilityProfile(("A",), ("g0",), np.ones((1, 1)))
+    with pytest.raises(InputError, match="other = 'NoneType': expected a VariabilityProfile"):
+        p.merge(None)  # type: ignore[arg-type]
+
+
+def test_profile_functions_name_arguments_of_the_wrong_kind():
+    topo = build_cluster(1, 1, 2)
+    p = palopt.VariabilityProfile(("A",), topo.gpu_ids, np.array([[1.0, 1.2]]))
+    with pytest.raises(InputError, match="topology = 'str': expected a Topology"):
+        palopt.assign_profile(p, "1x2", seed=None)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="profile = 'NoneType': expected a VariabilityProfile"):
+        palopt.assign_profile(None, topo, seed=None)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="profile = 'NoneType': expected a VariabilityProfile"):
+        palopt.build_instance(None, topo, 1.7, [])  # type: ignore[arg-type]
+    for queue in (None, Job("a", 1, "A")):
+        with pytest.raises(InputError, match="queue = '(NoneType|Job)': expected a sequence"):
+            palopt.build_instance(p, topo, 1.7, queue)  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="kk = 2: unknown binning option; options: k, tol"):
+        palopt.build_instance(p, topo, 1.7, [], kk=2)
+    inst = palopt.build_instance(p, topo, 1.7, [Job("a", 1, "A")], k=1)
+    assert inst.slowdown.tolist() == [[1.1, 1.1]]

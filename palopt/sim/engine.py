@@ -50,7 +50,7 @@ from palopt.sim.profile import ClusterProfile
 from palopt.sim.trace import MAX_TIME_S, TraceJob, check_trace, extra_jobs
 from palopt.solvers import get_solver
 from palopt.solvers.base import Solver
-from palopt.topology import Topology
+from palopt.topology import Topology, require_topology
 
 __all__ = [
     "SimConfig",
@@ -312,8 +312,7 @@ class Simulator:
     ) -> None:
         if config is not None and not isinstance(config, SimConfig):
             raise InputError("config", type(config).__name__, "expected a SimConfig")
-        if not isinstance(topology, Topology):
-            raise InputError("topology", type(topology).__name__, "expected a Topology")
+        require_topology(topology)
         if not isinstance(profile, ClusterProfile):
             raise InputError("profile", type(profile).__name__, "expected a ClusterProfile")
         if isinstance(solver, type) or (
