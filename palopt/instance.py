@@ -441,6 +441,8 @@ def penalty_matrix(
         if not isinstance(spec, Mapping):
             raise InputError(where, spec, "expected a mapping tier -> penalty")
         for t in spec:
+            if t in classes and t not in tiers:  # e.g. {"A": [1.5]}: a class given no mapping
+                raise InputError(f"{where}.{t}", spec[t], "expected a mapping tier -> penalty")
             if t not in tiers:
                 raise InputError(f"{where}.{t}", t, f"unknown tier; tiers: {', '.join(tiers)}")
         row, last = [], 1.0

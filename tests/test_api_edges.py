@@ -538,3 +538,17 @@ def test_profile_functions_name_arguments_of_the_wrong_kind():
         palopt.build_instance(p, topo, 1.7, [], kk=2)
     inst = palopt.build_instance(p, topo, 1.7, [Job("a", 1, "A")], k=1)
     assert inst.slowdown.tolist() == [[1.1, 1.1]]
+
+
+def test_a_queue_on_a_full_cluster_is_told_how_many_gpus_are_free():
+    # was "the jobs selected before it leave 0", with no job selected before it
+    inst = _instance(Job("a", 1, "A"), busy=np.ones(16, dtype=bool))
+    result = solve(inst, "greedy")
+    assert_feasible(inst, result)
+    assert result.placements[0].reason == "not selected: needs 1 GPUs; free GPUs: 0"
+
+
+def test_penalties_of_a_class_given_as_a_list_are_named_as_such():
+    # was "penalties.A = 'A': unknown tier", read as a map of tiers
+    with pytest.raises(InputError, match=r"pen.A = \[1.5\]: expected a mapping tier -> penalty"):
+        palopt.penalty_matrix(TOPO, ["A"], {"A": [1.5]}, "pen")

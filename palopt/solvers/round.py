@@ -230,7 +230,7 @@ def unselected_reasons(rnd: Round, mode: str) -> dict[int, str]:
     """
     queue = rnd.instance.queue
     selected = set(rnd.positions)
-    left = rnd.instance.n_available
+    left = available = rnd.instance.n_available
     first: str | None = None  # id of the first job left out
     out = {}
     for p, job in enumerate(queue):
@@ -239,9 +239,8 @@ def unselected_reasons(rnd: Round, mode: str) -> dict[int, str]:
         elif mode == "prefix" and first is not None:
             out[p] = f"not selected: the admitted prefix ends at job {first!r}"
         else:
-            out[p] = (
-                f"not selected: needs {job.num_gpus} GPUs; the jobs selected before it leave {left}"
-            )
+            before = "the jobs selected before it leave" if left < available else "free GPUs:"
+            out[p] = f"not selected: needs {job.num_gpus} GPUs; {before} {left}"
             first = job.id if first is None else first
     return out
 
