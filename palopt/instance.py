@@ -52,9 +52,9 @@ class Job:
         gpus = self.current_gpus
         if type(gpus) is not tuple or any(type(g) is not int for g in gpus):
             if (
-                isinstance(gpus, (str, bytes))
+                isinstance(gpus, (str, bytes, Mapping))
                 or not hasattr(gpus, "__iter__")
-                or np.ndim(gpus) == 0
+                or (isinstance(gpus, np.ndarray) and gpus.ndim == 0)
             ):
                 raise InputError(f"job {self.id!r}.current_gpus", gpus, "expected GPU indices")
             gpus = tuple(int(g) if isinstance(g, np.integer) else g for g in gpus)

@@ -505,9 +505,13 @@ def test_job_cost_names_an_instance_or_job_of_the_wrong_kind():
     assert palopt.job_cost(inst, inst.queue[0], np.array([0, 4])).tier == "rack"
 
 
-def test_a_job_on_a_0_d_array_of_gpus_is_refused_by_name():
+def test_a_job_on_a_0_d_array_or_a_mapping_of_gpus_is_refused_by_name():
     with pytest.raises(InputError, match=r"job 'a'.current_gpus = array\(3\): expected GPU"):
         Job("a", 1, "A", current_gpus=np.array(3))
+    with pytest.raises(InputError, match=r"job 'a'.current_gpus = \{0: 1\}: expected GPU"):
+        Job("a", 1, "A", current_gpus={0: 1})  # type: ignore[arg-type]
+    for gpus in ({2, 3}, (g for g in (2, 3)), range(2, 4)):  # other iterables of indices
+        assert Job("a", 2, "A", current_gpus=gpus).current_gpus == (2, 3)  # type: ignore[arg-type]
 
 
 def test_profile_values_that_are_not_numbers_are_named():
