@@ -77,6 +77,30 @@ def test_exchange_trades_the_servers_of_two_jobs() -> None:
     assert round_cost(inst, out) == pytest.approx(2.0)
 
 
+def _random_instance(
+    shape: tuple[int, int, int],
+    seed: int,
+    busy_share: float,
+    fill: float = 1.0,
+    penalty: np.ndarray = PENALTY,
+    weights: tuple[float, ...] = (1.0,),
+) -> Instance:
+    """A random two-class round: jobs of Philly-like sizes asking ``fill`` of the free GPUs."""
+    topo = build_cluster(*shape)
+    rng = np.random.default_rng(seed)
+    n = topo.n_gpus
+    sd = rng.choice([0.95, 1.0, 1.02, 1.05, 1.4], size=(2, n))
+    busy = rng.random(n) < busy_share
+    room = int(fill * (~busy).sum())
+    queue = []
+    while room > 0:
+        k = min(room, int(rng.choice([1, 1, 2, 3, 4, 6, 8])))
+        weight = float(rng.choice(weights))
+        queue.append(Job(f"j{len(queue)}", k, "AB"[int(rng.integers(2))], weight))
+        room -= k
+    return Instance(topo, ("A", "B"), sd, penalty, tuple(queue), busy)
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     shape=st.sampled_from([(1, 2, 4), (2, 2, 4), (2, 4, 2), (3, 2, 8)]),
@@ -87,18 +111,7 @@ def test_exchange_trades_the_servers_of_two_jobs() -> None:
 def test_polish_keeps_the_jobs_and_never_costs_more(
     shape: tuple[int, int, int], seed: int, busy_share: float, fill: float
 ) -> None:
-    topo = build_cluster(*shape)
-    rng = np.random.default_rng(seed)
-    n = topo.n_gpus
-    sd = rng.choice([0.95, 1.0, 1.02, 1.05, 1.4], size=(2, n))
-    busy = rng.random(n) < busy_share
-    room = int(fill * (~busy).sum())
-    queue = []
-    while room > 0:
-        k = min(room, int(rng.choice([1, 1, 2, 3, 4, 6, 8])))
-        queue.append(Job(f"j{len(queue)}", k, "AB"[int(rng.integers(2))]))
-        room -= k
-    inst = Instance(topo, ("A", "B"), sd, PENALTY, tuple(queue), busy)
+    inst = _random_instance(shape, seed, busy_share, fill)
     rnd = make_round(inst)
     order = list(rnd.open_positions)
     for placer in (GreedyPlacer(rnd), GreedyPlacer(rnd, packing=PACKING)):
@@ -110,3 +123,27 @@ def test_polish_keeps_the_jobs_and_never_costs_more(
         assert round_cost(inst, out) <= cost + 1e-9
         again = polish(rnd, start)
         assert all(np.array_equal(again[p], out[p]) for p in out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.sampled_from([(1, 4, 2), (2, 2, 4), (2, 4, 4), (3, 2, 8)]),
+    seed=st.integers(0, 10**6),
+    busy_share=st.sampled_from([0.0, 0.3]),
+    pen=st.sampled_from([(1.0, 1.7, 2.0), (1.0, 1.02, 1.5), (1.0, 1.0, 1.3)]),
+)
+def test_each_greedy_pass_reports_the_weighted_cost_of_its_placement(
+    shape: tuple[int, int, int], seed: int, busy_share: float, pen: tuple[float, ...]
+) -> None:
+    # The greedy polishes the passes that report the least cost: a pass must report the true
+    # weighted cost of what it placed, with packing too (a packed job may end on a lower tier
+    # than the one it was priced at).
+    inst = _random_instance(shape, seed, busy_share, 1.0, np.array([pen, pen]), (0.5, 1.0, 3.0))
+    rnd = make_round(inst)
+    order = list(rnd.open_positions)
+    big_first = sorted(order, key=lambda p: -inst.queue[p].num_gpus)
+    for placer in (GreedyPlacer(rnd), GreedyPlacer(rnd, packing=PACKING)):
+        for cost, chosen in (placer.place(order), placer.place_split(big_first)):
+            assert_feasible(inst, _assignment(inst, chosen))
+            assert sorted(chosen) == order
+            assert cost == pytest.approx(round_cost(inst, chosen), rel=1e-9)
