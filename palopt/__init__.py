@@ -5,7 +5,7 @@ from palopt.cost import assert_feasible, check_feasible, evaluate, job_cost
 from palopt.errors import InfeasiblePlacementError, InputError, PaloptError, UnknownSolverError
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.io import instance_from_dict, instance_to_dict, load_instance, save_instance
-from palopt.result import JobPlacement, PlacementResult
+from palopt.result import JobPlacement, PlacementResult, load_result
 from palopt.solvers import get_solver, list_solvers, solve
 from palopt.topology import Topology, build_cluster, parse_shape
 from palopt.variability import VariabilityProfile, assign_profile, build_instance, load_profile
@@ -35,6 +35,7 @@ __all__ = [
     "list_solvers",
     "load_instance",
     "load_profile",
+    "load_result",
     "parse_shape",
     "penalty_matrix",
     "save_instance",

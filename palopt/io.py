@@ -83,7 +83,11 @@ def _integral(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _require(data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str) -> Any:
+def require_field(
+    data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str
+) -> Any:
+    """``data[key]``, checked to be of ``kind`` (an integral float read as an ``int``), or an
+    InputError naming ``where + key``."""
     if key not in data:
         raise InputError(f"{where}{key}", None, "required field is missing")
     value = _integral(data[key]) if kind is int else data[key]
@@ -192,8 +196,8 @@ def _job_from_dict(topo: Topology, i: int, data: Any) -> Job:
         job_id = str(job_id)
     if not isinstance(job_id, str) or not job_id:
         raise InputError(f"{where}id", job_id, "must be a non-empty string")
-    num = _require(data, "num_gpus", int, where)
-    cls = _require(data, "class", str, where)
+    num = require_field(data, "num_gpus", int, where)
+    cls = require_field(data, "class", str, where)
     weight = data.get("weight", 1.0)
     if not is_number(weight):
         raise InputError(f"{where}weight", weight, "must be a number")
@@ -244,7 +248,7 @@ def instance_from_dict(data: Any) -> Instance:
     check_fields(data, FIELDS)
     _check_meta(data)
     topo = topology_from_spec(data.get("topology"))
-    classes = _require(data, "classes", list, "")
+    classes = require_field(data, "classes", list, "")
     if not all(isinstance(c, str) for c in classes):
         raise InputError("classes", classes, "expected a list of class names")
     classes_t = tuple(classes)
@@ -263,7 +267,7 @@ def instance_from_dict(data: Any) -> Instance:
         twice = next(g for i, g in enumerate(busy_ids) if g in busy_ids[:i])
         raise InputError("busy", twice, "listed twice")
     busy[index] = True
-    queue_data = _require(data, "queue", list, "")
+    queue_data = require_field(data, "queue", list, "")
     queue = tuple(_job_from_dict(topo, i, j) for i, j in enumerate(queue_data))
     return Instance(topo, classes_t, slowdown, penalty, queue, busy)
 

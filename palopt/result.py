@@ -2,13 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
-from palopt.errors import InputError
+from palopt.errors import InputError, check_fields, check_number, is_finite_number
 from palopt.instance import Instance, require_instance
+from palopt.io import read_json, require_field
 
-__all__ = ["JobPlacement", "PlacementResult", "Status", "Action"]
+__all__ = ["JobPlacement", "PlacementResult", "Status", "Action", "RESULT_FORMAT", "load_result"]
+
+#: The JSON form of a result (:meth:`PlacementResult.to_dict`).
+RESULT_FORMAT = "palopt.result/1"
+RESULT_FIELDS = (
+    "format",
+    "solver",
+    "status",
+    "objective",
+    "bound",
+    "gap",
+    "n_placed",
+    "n_jobs",
+    "wall_time",
+    "settings",
+    "jobs",
+)
+PLACED_FIELDS = ("job", "action", "gpus", "servers", "cost", "slowdown", "tier", "penalty")
 
 
 class Status:
@@ -21,6 +41,15 @@ class Status:
     HEURISTIC = "heuristic"
 
 
+STATUSES = (
+    Status.OPTIMAL,
+    Status.FEASIBLE,
+    Status.INFEASIBLE,
+    Status.NO_SOLUTION,
+    Status.HEURISTIC,
+)
+
+
 class Action:
     """What happens to a job this round."""
 
@@ -29,6 +58,9 @@ class Action:
     MIGRATE = "migrate"  # was running, placed on other GPUs
     PREEMPT = "preempt"  # was running, not placed
     WAIT = "wait"  # was waiting, not placed
+
+
+ACTIONS = (Action.START, Action.KEEP, Action.MIGRATE, Action.PREEMPT, Action.WAIT)
 
 
 @dataclass(frozen=True)
@@ -284,7 +316,7 @@ class PlacementResult:
                 row["reason"] = p.reason
             jobs.append(row)
         return {
-            "format": "palopt.result/1",
+            "format": RESULT_FORMAT,
             "solver": self.solver,
             "status": self.status,
             "objective": self.objective,
@@ -296,3 +328,134 @@ class PlacementResult:
             "settings": self.settings,
             "jobs": jobs,
         }
+
+    @classmethod
+    def from_dict(cls, data: Any, instance: Instance) -> PlacementResult:
+        """Read the JSON form :meth:`to_dict` writes (``palopt.result/1``) back into a result.
+
+        The fields that follow from the others (``gap``, ``n_jobs``, each job's ``servers``)
+        must agree with them. Whether the placement keeps the rules, and its costs are those
+        of its GPUs, is the checker's question: :func:`palopt.cost.check_feasible`.
+
+        Parameters
+        ----------
+        data : dict
+            The parsed JSON.
+        instance : Instance
+            The instance solved: GPU names are read as its topology's.
+
+        Returns
+        -------
+        PlacementResult
+
+        Raises
+        ------
+        InputError
+            Naming the first bad field and value, or if the result is not of ``instance``
+            (:meth:`check_instance`).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt import Instance, Job, build_cluster, solve
+        >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.ones((1, 4)), np.ones((1, 3)),
+        ...                 (Job("a", 2, "A"), Job("b", 4, "A")))
+        >>> r = solve(inst, "greedy")
+        >>> PlacementResult.from_dict(r.to_dict(inst), inst) == r
+        True
+        >>> PlacementResult.from_dict({**r.to_dict(inst), "status": "great"}, inst)
+        Traceback (most recent call last):
+        ...
+        palopt.errors.InputError: status = 'great': must be one of optimal, feasible, ...
+        """
+        require_instance(instance)
+        if not isinstance(data, Mapping):
+            raise InputError("result", type(data).__name__, "expected a JSON object")
+        if data.get("format") != RESULT_FORMAT:
+            raise InputError("format", data.get("format"), f"expected {RESULT_FORMAT!r}")
+        check_fields(data, RESULT_FIELDS)
+        status = require_field(data, "status", str, "")
+        if status not in STATUSES:
+            raise InputError("status", status, f"must be one of {', '.join(STATUSES)}")
+        bound = data.get("bound")
+        if bound is not None and not is_finite_number(bound):
+            raise InputError("bound", bound, "must be a finite number or null")
+        rows = require_field(data, "jobs", list, "")
+        result = cls(
+            tuple(_placement_from_dict(instance, i, row) for i, row in enumerate(rows)),
+            require_field(data, "solver", str, ""),
+            status,
+            check_number(require_field(data, "objective", (int, float), ""), "objective", 0, True),
+            require_field(data, "n_placed", int, ""),
+            check_number(require_field(data, "wall_time", (int, float), ""), "wall_time", 0, True),
+            None if bound is None else float(bound),
+            dict(require_field(data, "settings", dict, "")),
+        )
+        result.check_instance(instance)
+        if data.get("n_jobs", len(rows)) != len(rows):
+            raise InputError("n_jobs", data["n_jobs"], f"the result lists {len(rows)} jobs")
+        gap, derived = data.get("gap"), result.gap
+        if gap is None or derived is None:
+            agrees = gap is None and derived is None
+        else:
+            agrees = is_finite_number(gap) and abs(gap - derived) <= 1e-9
+        if not agrees:
+            raise InputError("gap", gap, f"objective and bound give {derived}")
+        return result
+
+
+def _placement_from_dict(instance: Instance, i: int, row: Any) -> JobPlacement:
+    """One entry of a result's ``jobs`` (see :meth:`PlacementResult.from_dict`)."""
+    where = f"jobs[{i}]."
+    if not isinstance(row, Mapping):
+        raise InputError(f"jobs[{i}]", row, "expected an object")
+    job_id = require_field(row, "job", str, where)
+    action = require_field(row, "action", str, where)
+    if action not in ACTIONS:
+        raise InputError(f"{where}action", action, f"must be one of {', '.join(ACTIONS)}")
+    if "gpus" not in row:
+        check_fields(row, ("job", "action", "reason"), where)
+        reason = row.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise InputError(f"{where}reason", reason, "expected a string or null")
+        return JobPlacement(job_id, (), action, reason=reason)
+    check_fields(row, PLACED_FIELDS, where)
+    topo = instance.topology
+    names = require_field(row, "gpus", list, where)
+    if not names:
+        raise InputError(f"{where}gpus", names, "empty: an unplaced job has no 'gpus' field")
+    gpus = tuple(sorted(int(g) for g in topo.indices(names, f"{where}gpus")))
+    servers = require_field(row, "servers", list, where)
+    if servers != sorted({topo.server_of(g) for g in gpus}):
+        raise InputError(f"{where}servers", servers, "not the servers of the job's GPUs")
+    tier = require_field(row, "tier", str, where)
+    if tier not in topo.tiers:
+        raise InputError(f"{where}tier", tier, f"unknown tier; tiers: {', '.join(topo.tiers)}")
+    cost, slowdown, penalty = (
+        check_number(require_field(row, key, (int, float), where), f"{where}{key}")
+        for key in ("cost", "slowdown", "penalty")
+    )
+    return JobPlacement(job_id, gpus, action, cost, slowdown, tier, penalty)
+
+
+def load_result(path: str | Path, instance: Instance) -> PlacementResult:
+    """Read a result file (``palopt.result/1``, as ``palopt solve --out`` writes it).
+
+    Parameters
+    ----------
+    path : str or Path
+    instance : Instance
+        The instance solved.
+
+    Returns
+    -------
+    PlacementResult
+
+    Raises
+    ------
+    InputError
+        For invalid JSON or a result :meth:`PlacementResult.from_dict` refuses.
+    OSError
+        If the file cannot be read.
+    """
+    return PlacementResult.from_dict(read_json(path), instance)

@@ -476,3 +476,65 @@ def test_an_image_suffix_in_capitals_is_an_image_format(tmp_path, capsys):
     assert main(argv) == 0
     assert main(["profile", "show", str(profile), "--plot", str(tmp_path / "h.PNG")]) == 0
     assert (tmp_path / "h.PNG").read_bytes().startswith(b"\x89PNG")
+
+
+def test_validate_checks_a_placement_file_of_either_form(instance_file, tmp_path, capsys):
+    out = tmp_path / "result.json"
+    assert main(["solve", str(instance_file), "--solver", "greedy", "--out", str(out)]) == 0
+    objective = json.loads(capsys.readouterr().out)["objective"]
+    data = json.loads(out.read_text())
+    plain = tmp_path / "plain.json"  # what another scheduler holds: job id -> GPU ids
+    plain.write_text(json.dumps({j["job"]: j["gpus"] for j in data["jobs"] if "gpus" in j}))
+    for path in (out, plain):
+        assert main(["validate", str(instance_file), "--placement", str(path)]) == 0
+        last = capsys.readouterr().out.splitlines()[-1]
+        assert last == f"{path}: feasible ({data['n_placed']}/7 jobs placed, objective " + (
+            f"{objective:.4f})"
+        )
+
+
+def test_validate_refuses_a_placement_that_breaks_a_rule_or_misstates_a_cost(
+    instance_file, tmp_path, capsys
+):
+    out = tmp_path / "result.json"
+    assert main(["solve", str(instance_file), "--out", str(out)]) == 0
+    capsys.readouterr()
+    data = json.loads(out.read_text())
+    placed = [j for j in data["jobs"] if "gpus" in j]
+    cases = {
+        "shared": {placed[0]["job"]: placed[1]["gpus"][:1] + placed[0]["gpus"][1:]}
+        | {j["job"]: j["gpus"] for j in placed[1:]},
+        "unknown-job": {"nobody": placed[0]["gpus"]},
+        "short": {placed[0]["job"]: placed[0]["gpus"][1:]},
+    }
+    cheaper = json.loads(out.read_text())
+    cheaper["jobs"][0]["cost"] = 0.5 * cheaper["jobs"][0]["cost"]
+    cases["cost"] = cheaper
+    messages = {
+        "shared": "given to both",
+        "unknown-job": "job 'nobody' is not in the queue",
+        "short": f"job '{placed[0]['job']}' needs",
+        "cost": f"job '{placed[0]['job']}': cost",
+    }
+    for name, content in cases.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(content))
+        assert main(["validate", str(instance_file), "--placement", str(path)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"palopt: error: {path}: infeasible: ") and messages[name] in err
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        ([["gpu0"]], "--placement = '{f}': expected a JSON object"),
+        ({"j0": "gpu0"}, "placement.j0 = 'gpu0': expected a list of GPU ids"),
+        ({"j0": ["gpu99"]}, "placement.j0 = 'gpu99': no GPU of that id"),
+        ({"format": "palopt.result/2"}, "format = 'palopt.result/2': expected 'palopt.result/1'"),
+    ],
+)
+def test_validate_names_a_bad_placement_file(instance_file, tmp_path, capsys, content, message):
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(content))
+    assert main(["validate", str(instance_file), "--placement", str(path)]) == 2
+    assert message.format(f=path) in capsys.readouterr().err

@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from palopt.commands import check_output, file_path, input_file, option_dict, parse_option
-from palopt.cost import assert_feasible
-from palopt.errors import refuse_differing
+from palopt.cost import assert_feasible, check_feasible, evaluate
+from palopt.errors import InfeasiblePlacementError, InputError, refuse_differing
 from palopt.export import format_slurm
 from palopt.instance import Instance
-from palopt.io import instance_schema, load_instance, write_text
+from palopt.io import instance_schema, load_instance, read_json, write_text
 from palopt.result import PlacementResult
 from palopt.solvers import get_solver, list_solvers
 from palopt.solvers.exact.runner import DEFAULT_TIME_LIMIT
@@ -62,8 +63,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_solve)
 
-    p = sub.add_parser("validate", help="check an instance file; exit 2 with the reason if bad")
+    p = sub.add_parser(
+        "validate",
+        help="check an instance file, and a placement of it; exit 2 with the reason if bad",
+    )
     p.add_argument("instance", type=input_file)
+    p.add_argument(
+        "--placement",
+        type=input_file,
+        help="also check this placement of the instance's queue: a result file of `palopt solve "
+        "--out`, or a JSON object job id -> list of GPU ids (jobs left out wait)",
+    )
     p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("schema", help="print the JSON Schema of the instance format")
@@ -139,14 +149,39 @@ def cmd_solve(args: argparse.Namespace) -> int:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Validate an instance file."""
+    """Validate an instance file, and a placement of it."""
     inst = load_instance(args.instance)
     print(
         f"{args.instance}: valid ({inst.topology.n_gpus} GPUs, {inst.topology.n_servers} "
         f"servers, tiers {'/'.join(inst.topology.tiers)}, {len(inst.classes)} classes, "
         f"{len(inst.queue)} queued jobs)"
     )
+    if args.placement is not None:
+        placement = _read_placement(args.placement, inst)
+        problems = check_feasible(inst, placement)
+        if problems:
+            raise InfeasiblePlacementError(f"{args.placement}: infeasible: {'; '.join(problems)}")
+        found = evaluate(inst, placement if isinstance(placement, dict) else placement.assignment())
+        print(
+            f"{args.placement}: feasible ({found.n_placed}/{len(inst.queue)} jobs placed, "
+            f"objective {_number(found.total_cost)})"
+        )
     return 0
+
+
+def _read_placement(path: Path, instance: Instance) -> PlacementResult | dict[str, tuple[int, ...]]:
+    """A result file, or an object job id -> GPU ids as dense indices (see ``--placement``)."""
+    data = read_json(path)
+    if isinstance(data, dict) and isinstance(data.get("format"), str):  # not a job "format"
+        return PlacementResult.from_dict(data, instance)
+    if not isinstance(data, dict):
+        raise InputError("--placement", str(path), "expected a JSON object")
+    out = {}
+    for job_id, names in data.items():
+        if not isinstance(names, list):
+            raise InputError(f"placement.{job_id}", names, "expected a list of GPU ids")
+        out[job_id] = tuple(int(g) for g in instance.topology.indices(names, f"placement.{job_id}"))
+    return out
 
 
 def cmd_schema(args: argparse.Namespace) -> int:

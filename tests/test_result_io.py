@@ -1,0 +1,140 @@
+"""Results read back from their JSON form (palopt.result/1): round trips and refusals."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from palopt import (
+    InputError,
+    Instance,
+    Job,
+    PlacementResult,
+    assert_feasible,
+    build_cluster,
+    load_result,
+    solve,
+)
+from palopt.solvers import list_solvers
+
+TOPO = build_cluster(2, 2, 4)  # 16 GPUs
+SLOWDOWN = np.random.default_rng(5).choice([0.97, 1.0, 1.05, 1.3], size=(2, 16))
+PENALTY = np.array([[1.0, 1.7, 2.0], [1.0, 1.5, 2.5]])
+# running jobs (kept, moved or preempted), waiting ones, and more than fits
+QUEUE = (
+    Job("r1", 2, "A", current_gpus=(0, 1)),
+    Job("w1", 4, "B", weight=2.0),
+    Job("r2", 4, "B", current_gpus=(8, 9, 10, 11)),
+    Job("w2", 1, "A"),
+    Job("w3", 8, "A"),
+    Job("w4", 2, "B"),
+)
+INST = Instance(TOPO, ("A", "B"), SLOWDOWN, PENALTY, QUEUE)
+
+
+def _through_json(result: PlacementResult) -> PlacementResult:
+    text = json.dumps(result.to_dict(INST), allow_nan=False)
+    return PlacementResult.from_dict(json.loads(text), INST)
+
+
+@pytest.mark.parametrize("name", [info.name for info in list_solvers()])
+def test_every_solvers_result_reads_back_equal(name: str) -> None:
+    modes = ("prefix", "choose") if name in ("cpsat", "milp", "greedy") else (None,)
+    for mode in modes:
+        options = {} if mode is None else {"mode": mode}
+        result = solve(INST, name, time_limit=5, seed=3, **options)
+        assert_feasible(INST, result)
+        again = _through_json(result)
+        assert again == result
+        assert_feasible(INST, again)
+
+
+def test_actions_of_running_jobs_and_reasons_survive_the_round_trip() -> None:
+    result = solve(INST, "greedy", mode="choose")
+    assert_feasible(INST, result)
+    again = _through_json(result)
+    assert [p.action for p in again.placements] == [p.action for p in result.placements]
+    assert [p.reason for p in again.placements] == [p.reason for p in result.placements]
+    assert again.settings == result.settings and again.wall_time == result.wall_time
+
+
+def test_load_result_reads_what_solve_out_writes(tmp_path: Path) -> None:
+    from palopt.cli import main
+    from palopt.io import save_instance
+
+    save_instance(INST, tmp_path / "inst.json")
+    out = tmp_path / "r.json"
+    assert main(["solve", str(tmp_path / "inst.json"), "--solver", "cpsat", "--out", str(out)]) == 0
+    result = load_result(out, INST)
+    assert_feasible(INST, result)
+    assert result.status == "optimal" and result.gap == pytest.approx(0, abs=1e-9)
+
+
+BASE = solve(INST, "greedy").to_dict(INST)
+PLACED = next(i for i, j in enumerate(BASE["jobs"]) if "gpus" in j)
+WAITING = next(i for i, j in enumerate(BASE["jobs"]) if "gpus" not in j)
+
+
+def _edited(path: tuple, value: object) -> dict:
+    """``BASE`` with the field at ``path`` set to ``value`` (deleted for ``KeyError``)."""
+    data = copy.deepcopy(BASE)
+    target = data
+    for key in path[:-1]:
+        target = target[key]
+    if value is KeyError:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return data
+
+
+@pytest.mark.parametrize(
+    "path, value, message",
+    [
+        (
+            ("format",),
+            "palopt.instance/1",
+            "format = 'palopt.instance/1': expected 'palopt.result/1'",
+        ),
+        (("colour",), "red", "colour = 'red': unknown field"),
+        (("status",), "great", "status = 'great': must be one of optimal, feasible"),
+        (("solver",), KeyError, "solver = None: required field is missing"),
+        (("objective",), -1.0, "objective = -1.0: must be"),
+        (("objective",), "1", "objective = '1': expected int/float"),
+        (("bound",), float("inf"), "bound = inf: must be a finite number or null"),
+        (("wall_time",), -0.5, "wall_time = -0.5: must be"),
+        (("n_placed",), 1.5, "n_placed = 1.5: expected int"),
+        (("settings",), [], "settings = []: expected dict"),
+        (("jobs",), {}, "jobs = {}: expected list"),
+        (("n_jobs",), 99, "n_jobs = 99: the result lists 6 jobs"),
+        (("gap",), 0.5, "gap = 0.5: objective and bound give None"),
+        (("jobs", 0), "r1", "jobs[0] = 'r1': expected an object"),
+        (("jobs", PLACED, "action"), "fly", f"jobs[{PLACED}].action = 'fly': must be one of"),
+        (("jobs", PLACED, "gpus"), ["gpu99"], f"jobs[{PLACED}].gpus = 'gpu99': no GPU"),
+        (("jobs", PLACED, "gpus"), [], f"jobs[{PLACED}].gpus = []: empty"),
+        (("jobs", PLACED, "servers"), ["nowhere"], f"jobs[{PLACED}].servers = ['nowhere']: not"),
+        (("jobs", PLACED, "tier"), "room", f"jobs[{PLACED}].tier = 'room': unknown tier"),
+        (("jobs", PLACED, "cost"), 0, f"jobs[{PLACED}].cost = 0: must be"),
+        (("jobs", PLACED, "slowdown"), KeyError, f"jobs[{PLACED}].slowdown = None: required"),
+        (("jobs", PLACED, "reason"), "x", f"jobs[{PLACED}].reason = 'x': unknown field"),
+        (("jobs", WAITING, "cost"), 1.0, f"jobs[{WAITING}].cost = 1.0: unknown field"),
+        (("jobs", WAITING, "reason"), 3, f"jobs[{WAITING}].reason = 3: expected a string"),
+        (("jobs", 0, "job"), "zz", "instance.queue[0].id = 'r1': the result is of another queue"),
+    ],
+)
+def test_a_bad_field_is_named(path: tuple, value: object, message: str) -> None:
+    with pytest.raises(InputError) as exc:
+        PlacementResult.from_dict(_edited(path, value), INST)
+    assert message in str(exc.value)
+
+
+def test_a_result_of_another_instance_is_refused() -> None:
+    other = Instance(TOPO, ("A", "B"), SLOWDOWN, PENALTY, QUEUE[:3])
+    with pytest.raises(InputError, match="the result is of a shorter queue|another queue"):
+        PlacementResult.from_dict(BASE, other)
+    with pytest.raises(InputError, match="result = 'list': expected a JSON object"):
+        PlacementResult.from_dict([BASE], INST)
