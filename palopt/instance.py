@@ -345,7 +345,11 @@ def _check_queue(
                 f"unknown class; known: {', '.join(class_index)}",
             )
         w = job.weight
-        if (type(w) is not float and type(w) is not int) or not is_finite_number(w) or w <= 0:
+        if not (
+            0.0 < w < math.inf  # a float's whole check: NaN fails it
+            if type(w) is float
+            else type(w) is int and w > 0 and is_finite_number(w)
+        ):
             raise InputError(f"queue[{i}].weight", w, "must be a finite positive number")
         if job.current_gpus:
             where = f"queue[{i}].current_gpus"

@@ -120,6 +120,24 @@ def test_pool_counts_follow_the_mask(data: st.DataObject) -> None:
         assert_in_sync(pool)
 
 
+def test_pools_of_one_round_after_another_share_nothing_they_change() -> None:
+    # Pools reuse what they derive from the topology and slowdowns: a pool of the next round
+    # (replace_queue keeps both) starts from its own busy mask, not from the GPUs the last
+    # pool took, and a pool of other slowdowns on the same topology gets its own levels.
+    inst = make([[1.0, 2.0, 1.0, 1.0, 2.0, 2.0]], 2, 3, busy=[2])
+    first = FreePool(inst)
+    first.take(np.array([0, 1, 3]))
+    again = FreePool(inst.replace_queue(()))
+    assert again.level is first.level  # shared, read-only
+    assert not again.level.flags.writeable
+    assert again.free.tolist() == [True, True, False, True, True, True]
+    assert_in_sync(again)
+    other = FreePool(make([[2.0, 1.0, 1.0, 2.0, 2.0, 1.0]], 2, 3, busy=[2]))
+    assert other.level.tolist() == [[1, 0, 0, 1, 1, 0]]
+    assert FreePool(inst).level.tolist() == [[0, 1, 0, 0, 1, 1]]
+    assert_in_sync(other)
+
+
 def test_pool_server_gpus_and_levels() -> None:
     pool = FreePool(make([[1.0, 2.0, 1.0, 1.0, 2.0, 2.0]], 2, 3, busy=[2]))
     assert pool.server_gpus(0).tolist() == [0, 1]

@@ -444,10 +444,9 @@ def _place_sticky(
     reasons: dict[int, str] = {}
     holders = [pos for pos, job in enumerate(queue) if job.is_running]  # ascending
     if holders:
-        held = np.concatenate([np.asarray(queue[p].current_gpus, dtype=np.int64) for p in holders])
-        pool.take(held)
-        for p in holders:
-            chosen[p] = np.asarray(queue[p].current_gpus, dtype=np.int64)
+        sets = [np.asarray(queue[p].current_gpus, dtype=np.int64) for p in holders]
+        pool.take(np.concatenate(sets))
+        chosen.update(zip(holders, sets, strict=True))
     stopped: Job | None = None
     for pos, job in enumerate(queue):
         if pos in chosen:

@@ -19,6 +19,8 @@ whatever the number of distinct slowdown values.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from palopt.instance import Instance
@@ -41,7 +43,9 @@ class FreePool:
     free : numpy.ndarray
         Boolean mask of free GPUs (neither busy nor taken).
     level : numpy.ndarray
-        ``level[c, g]``: level of GPU ``g`` for class ``c``.
+        ``level[c, g]``: level of GPU ``g`` for class ``c``. This, ``values`` and
+        ``first_seen`` are read-only: they are computed once per topology and slowdown array
+        and shared by every pool built from them (a simulation builds one per round).
     avail : numpy.ndarray
         ``level`` for free GPUs, and a level above all others for the rest.
     values : list of numpy.ndarray
@@ -75,46 +79,19 @@ class FreePool:
 
     def __init__(self, instance: Instance) -> None:
         topo = instance.topology
+        layout = _layout(instance)
         self.instance = instance
         self.server = topo.gpu_server
         self.start = topo.server_start
         self.n_servers = topo.n_servers
-        self.max_server_size = int(np.diff(self.start).max())
+        self.max_server_size = layout.max_server_size
         self.free = ~instance.busy
-        sd = instance.slowdown
-        n_classes, n = sd.shape
-        s = self.n_servers
-        # Per class, GPUs sorted by (slowdown, index), i.e. by (level, server, index): levels and
-        # groups are runs of that order.
-        order = np.argsort(sd, axis=1, kind="stable")
-        rows = np.arange(n_classes)[:, None]
-        sorted_sd = sd[rows, order]
-        new_level = np.ones((n_classes, n), dtype=bool)
-        new_level[:, 1:] = sorted_sd[:, 1:] != sorted_sd[:, :-1]
-        sorted_server = self.server[order]
-        new_group = new_level.copy()
-        new_group[:, 1:] |= sorted_server[:, 1:] != sorted_server[:, :-1]
-        level_rank = np.cumsum(new_level, axis=1) - 1
-        self.level = np.empty((n_classes, n), dtype=np.int64)
-        self.level[rows, order] = level_rank
-        group_of = np.empty((n_classes, n), dtype=np.int64)
-        # group ids numbered across classes, class 0's first
-        group_of[rows, order] = (np.cumsum(new_group) - 1).reshape(n_classes, n)
-        self.values = [sorted_sd[c, new_level[c]] for c in range(n_classes)]
-        self.first_seen = [order[c, new_level[c]] for c in range(n_classes)]
-        n_levels = max(len(v) for v in self.values)
-        # Each group's (class, level) key ascends with its id, so one search finds where the
-        # groups of every (class, level) start.
-        group_key = (rows * n_levels + level_rank)[new_group]
-        level_start = np.searchsorted(group_key, np.arange(n_classes * n_levels + 1)).tolist()
-        group_server = sorted_server[new_group]
-        offset = len(group_server)
-        tot_at = offset + rows * n_levels + self.level
-        server_at = offset + n_classes * n_levels + self.server[None, :]
-        self._cells = np.ascontiguousarray(np.concatenate([group_of, tot_at, server_at]).T)
-        self._counts = np.bincount(
-            self._cells[self.free].ravel(), minlength=offset + n_classes * n_levels + s
-        )
+        self.level = layout.level
+        self.values = layout.values
+        self.first_seen = layout.first_seen
+        self._cells = layout.cells
+        n_classes, n_levels, offset = len(layout.values), layout.n_levels, layout.offset
+        self._counts = np.bincount(self._cells[self.free].ravel(), minlength=layout.n_counters)
         self.tot = self._counts[offset : offset + n_classes * n_levels].reshape(n_classes, n_levels)
         self.server_free = self._counts[offset + n_classes * n_levels :]
         self.n_free = int(self.free.sum())
@@ -123,18 +100,13 @@ class FreePool:
         # (numpy is much slower at writing a few columns).
         self._avail_rows = np.where(self.free[:, None], self.level.T, self._taken)
         self.avail = self._avail_rows.T
-        self._bounds = self.start.tolist()
-        self._index = np.arange(n)
-        self._scratch = np.empty(s, dtype=np.int64)  # room for one level's groups
-        self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = []
-        for c, values in enumerate(self.values):
-            starts = level_start[c * n_levels : c * n_levels + len(values) + 1]
-            self.groups.append(
-                [
-                    (group_server[lo:hi], self._counts[lo:hi])
-                    for lo, hi in zip(starts[:-1], starts[1:], strict=True)
-                ]
-            )
+        self._bounds = layout.bounds
+        self._index = np.arange(len(self.free))
+        self._scratch = np.empty(self.n_servers, dtype=np.int64)  # room for one level's groups
+        counts = self._counts
+        self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = [
+            [(servers, counts[lo:hi]) for servers, lo, hi in levels] for levels in layout.groups
+        ]
 
     def take(self, gpus: np.ndarray) -> None:
         """Mark ``gpus`` (free, distinct dense GPU indices) as used, updating every counter."""
@@ -241,3 +213,98 @@ class FreePool:
                 if need == 0:
                     break
         return np.concatenate(parts) if len(parts) > 1 else parts[0]
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What a :class:`FreePool` derives from the topology and the slowdowns alone (not from the
+    busy mask or the queue): the levels, the groups and each GPU's counters. Its arrays are
+    read-only, as it is shared by every pool of instances with the same slowdown array."""
+
+    max_server_size: int
+    level: np.ndarray
+    values: list[np.ndarray]
+    first_seen: list[np.ndarray]
+    n_levels: int
+    offset: int  # counters before ``tot``: one per group
+    n_counters: int
+    cells: np.ndarray  # cells[g]: the counters GPU ``g`` owns (its groups, tot, server)
+    groups: list[list[tuple[np.ndarray, int, int]]]  # per class and level: servers, counter slice
+    bounds: list[int]
+
+
+#: Layouts of the last few (topology, slowdown array) pairs seen, by identity: a simulation
+#: solves every round an instance made by ``Instance.replace_queue``, which keeps both objects.
+#: The entries hold the objects, so an identity cannot be taken by another object meanwhile.
+_LAYOUTS: list[tuple[object, np.ndarray, _Layout]] = []
+_MAX_LAYOUTS = 4
+
+
+def _layout(instance: Instance) -> _Layout:
+    """The instance's :class:`_Layout`, reused for the same (read-only) slowdown array and
+    topology."""
+    topo, sd = instance.topology, instance.slowdown
+    for cached_topo, cached_sd, layout in _LAYOUTS:
+        if cached_sd is sd and cached_topo is topo:
+            return layout
+    layout = _build_layout(instance)
+    if not sd.flags.writeable:  # (an Instance's arrays are read-only)
+        _LAYOUTS.insert(0, (topo, sd, layout))
+        del _LAYOUTS[_MAX_LAYOUTS:]
+    return layout
+
+
+def _build_layout(instance: Instance) -> _Layout:
+    topo = instance.topology
+    server = topo.gpu_server
+    sd = instance.slowdown
+    n_classes, n = sd.shape
+    s = topo.n_servers
+    # Per class, GPUs sorted by (slowdown, index), i.e. by (level, server, index): levels and
+    # groups are runs of that order.
+    order = np.argsort(sd, axis=1, kind="stable")
+    rows = np.arange(n_classes)[:, None]
+    sorted_sd = sd[rows, order]
+    new_level = np.ones((n_classes, n), dtype=bool)
+    new_level[:, 1:] = sorted_sd[:, 1:] != sorted_sd[:, :-1]
+    sorted_server = server[order]
+    new_group = new_level.copy()
+    new_group[:, 1:] |= sorted_server[:, 1:] != sorted_server[:, :-1]
+    level_rank = np.cumsum(new_level, axis=1) - 1
+    level = np.empty((n_classes, n), dtype=np.int64)
+    level[rows, order] = level_rank
+    group_of = np.empty((n_classes, n), dtype=np.int64)
+    # group ids numbered across classes, class 0's first
+    group_of[rows, order] = (np.cumsum(new_group) - 1).reshape(n_classes, n)
+    values = [sorted_sd[c, new_level[c]] for c in range(n_classes)]
+    first_seen = [order[c, new_level[c]] for c in range(n_classes)]
+    n_levels = max(len(v) for v in values)
+    # Each group's (class, level) key ascends with its id, so one search finds where the
+    # groups of every (class, level) start.
+    group_key = (rows * n_levels + level_rank)[new_group]
+    level_start = np.searchsorted(group_key, np.arange(n_classes * n_levels + 1)).tolist()
+    group_server = sorted_server[new_group]
+    offset = len(group_server)
+    tot_at = offset + rows * n_levels + level
+    server_at = offset + n_classes * n_levels + server[None, :]
+    cells = np.ascontiguousarray(np.concatenate([group_of, tot_at, server_at]).T)
+    groups = []
+    for c, vals in enumerate(values):
+        starts = level_start[c * n_levels : c * n_levels + len(vals) + 1]
+        groups.append(
+            [(group_server[lo:hi], lo, hi) for lo, hi in zip(starts[:-1], starts[1:], strict=True)]
+        )
+    for arr in (level, cells, group_server, *values, *first_seen):
+        arr.setflags(write=False)
+    return _Layout(
+        int(np.diff(topo.server_start).max()),
+        level,
+        values,
+        first_seen,
+        n_levels,
+        offset,
+        offset + n_classes * n_levels + s,
+        cells,
+        groups,
+        topo.server_start.tolist(),
+    )
