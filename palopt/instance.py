@@ -11,7 +11,14 @@ import numpy as np
 from palopt.errors import InputError, is_finite_number, is_number
 from palopt.topology import Topology, require_topology
 
-__all__ = ["Job", "Instance", "penalty_matrix", "require_factors", "require_instance"]
+__all__ = [
+    "Job",
+    "Instance",
+    "penalty_matrix",
+    "require_factors",
+    "require_instance",
+    "require_queue",
+]
 
 
 @dataclass(frozen=True)
