@@ -65,6 +65,7 @@ __all__ = [
     "read_csv",
     "read_json",
     "read_text",
+    "require_field",
     "write_text",
     "save_instance",
     "topology_from_spec",
