@@ -11,7 +11,15 @@ from palopt.errors import InputError, check_fields, check_number, is_finite_numb
 from palopt.instance import Instance, require_instance
 from palopt.io import read_json, require_field
 
-__all__ = ["JobPlacement", "PlacementResult", "Status", "Action", "RESULT_FORMAT", "load_result"]
+__all__ = [
+    "JobPlacement",
+    "PlacementResult",
+    "Status",
+    "Action",
+    "RESULT_FORMAT",
+    "load_result",
+    "result_schema",
+]
 
 #: The JSON form of a result (:meth:`PlacementResult.to_dict`).
 RESULT_FORMAT = "palopt.result/1"
@@ -380,13 +388,16 @@ class PlacementResult:
         bound = data.get("bound")
         if bound is not None and not is_finite_number(bound):
             raise InputError("bound", bound, "must be a finite number or null")
+        n_placed = require_field(data, "n_placed", int, "")
+        if n_placed < 0:
+            raise InputError("n_placed", n_placed, "must not be negative")
         rows = require_field(data, "jobs", list, "")
         result = cls(
             tuple(_placement_from_dict(instance, i, row) for i, row in enumerate(rows)),
             require_field(data, "solver", str, ""),
             status,
             check_number(require_field(data, "objective", (int, float), ""), "objective", 0, True),
-            require_field(data, "n_placed", int, ""),
+            n_placed,
             check_number(require_field(data, "wall_time", (int, float), ""), "wall_time", 0, True),
             None if bound is None else float(bound),
             dict(require_field(data, "settings", dict, "")),
@@ -459,3 +470,69 @@ def load_result(path: str | Path, instance: Instance) -> PlacementResult:
         If the file cannot be read.
     """
     return PlacementResult.from_dict(read_json(path), instance)
+
+
+def result_schema() -> dict[str, Any]:
+    """JSON Schema (draft 2020-12) of the result format ``palopt.result/1``.
+
+    Returns
+    -------
+    dict
+        The schema as plain JSON data (a new dict on every call). It checks the fields, their
+        types and ranges; :meth:`PlacementResult.from_dict` also checks what depends on the
+        instance (GPU ids, servers, tiers, the queue) and that the derived fields agree.
+
+    Examples
+    --------
+    >>> result_schema()["properties"]["status"]["enum"]
+    ['optimal', 'feasible', 'infeasible', 'no solution', 'heuristic']
+    """
+    positive = {"type": "number", "exclusiveMinimum": 0}
+    at_least_0 = {"type": "number", "minimum": 0}
+    placed = {
+        "type": "object",
+        "required": list(PLACED_FIELDS),
+        "additionalProperties": False,
+        "properties": {
+            "job": {"type": "string"},
+            "action": {"enum": list(ACTIONS)},
+            "gpus": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "servers": {"type": "array", "items": {"type": "string"}, "minItems": 1},
+            "cost": positive,
+            "slowdown": positive,
+            "tier": {"type": "string"},
+            "penalty": positive,
+        },
+    }
+    waiting = {
+        "type": "object",
+        "required": ["job", "action"],
+        "additionalProperties": False,
+        "properties": {
+            "job": {"type": "string"},
+            "action": {"enum": list(ACTIONS)},
+            "reason": {"type": ["string", "null"]},
+        },
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": "https://palopt.invalid/schema/result-1.json",
+        "title": "palopt placement result",
+        "type": "object",
+        "required": ["format", "solver", "status", "objective", "n_placed", "wall_time"]
+        + ["settings", "jobs"],
+        "additionalProperties": False,
+        "properties": {
+            "format": {"const": RESULT_FORMAT},
+            "solver": {"type": "string"},
+            "status": {"enum": list(STATUSES)},
+            "objective": at_least_0,
+            "bound": {"type": ["number", "null"]},
+            "gap": {"type": ["number", "null"], "minimum": 0},
+            "n_placed": {"type": "integer", "minimum": 0},
+            "n_jobs": {"type": "integer", "minimum": 0},
+            "wall_time": at_least_0,
+            "settings": {"type": "object"},
+            "jobs": {"type": "array", "items": {"oneOf": [placed, waiting]}},
+        },
+    }

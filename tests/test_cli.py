@@ -308,10 +308,15 @@ def test_validate_names_what_the_instance_holds(instance_file, capsys):
 
 def test_schema_is_one_json_document_ending_in_a_newline(capsys):
     from palopt.io import instance_schema
+    from palopt.result import result_schema
 
-    assert main(["schema"]) == 0
-    out = capsys.readouterr().out
-    assert out.endswith("}\n") and json.loads(out) == instance_schema()
+    for args, schema in (
+        (["schema"], instance_schema()),
+        (["schema", "--result"], result_schema()),
+    ):
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        assert out.endswith("}\n") and json.loads(out) == schema
 
 
 def test_solvers_lists_a_solver_missing_its_modules_only_with_all(capsys, monkeypatch):

@@ -6,6 +6,7 @@ import copy
 import json
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 
@@ -19,6 +20,7 @@ from palopt import (
     load_result,
     solve,
 )
+from palopt.result import result_schema
 from palopt.solvers import list_solvers
 
 TOPO = build_cluster(2, 2, 4)  # 16 GPUs
@@ -48,6 +50,7 @@ def test_every_solvers_result_reads_back_equal(name: str) -> None:
         options = {} if mode is None else {"mode": mode}
         result = solve(INST, name, time_limit=5, seed=3, **options)
         assert_feasible(INST, result)
+        assert jsonschema.Draft202012Validator(result_schema()).is_valid(result.to_dict(INST))
         again = _through_json(result)
         assert again == result
         assert_feasible(INST, again)
@@ -93,43 +96,58 @@ def _edited(path: tuple, value: object) -> dict:
 
 
 @pytest.mark.parametrize(
-    "path, value, message",
+    "path, value, message, schema_too",
     [
         (
             ("format",),
             "palopt.instance/1",
             "format = 'palopt.instance/1': expected 'palopt.result/1'",
+            True,
         ),
-        (("colour",), "red", "colour = 'red': unknown field"),
-        (("status",), "great", "status = 'great': must be one of optimal, feasible"),
-        (("solver",), KeyError, "solver = None: required field is missing"),
-        (("objective",), -1.0, "objective = -1.0: must be"),
-        (("objective",), "1", "objective = '1': expected int/float"),
-        (("bound",), float("inf"), "bound = inf: must be a finite number or null"),
-        (("wall_time",), -0.5, "wall_time = -0.5: must be"),
-        (("n_placed",), 1.5, "n_placed = 1.5: expected int"),
-        (("settings",), [], "settings = []: expected dict"),
-        (("jobs",), {}, "jobs = {}: expected list"),
-        (("n_jobs",), 99, "n_jobs = 99: the result lists 6 jobs"),
-        (("gap",), 0.5, "gap = 0.5: objective and bound give None"),
-        (("jobs", 0), "r1", "jobs[0] = 'r1': expected an object"),
-        (("jobs", PLACED, "action"), "fly", f"jobs[{PLACED}].action = 'fly': must be one of"),
-        (("jobs", PLACED, "gpus"), ["gpu99"], f"jobs[{PLACED}].gpus = 'gpu99': no GPU"),
-        (("jobs", PLACED, "gpus"), [], f"jobs[{PLACED}].gpus = []: empty"),
-        (("jobs", PLACED, "servers"), ["nowhere"], f"jobs[{PLACED}].servers = ['nowhere']: not"),
-        (("jobs", PLACED, "tier"), "room", f"jobs[{PLACED}].tier = 'room': unknown tier"),
-        (("jobs", PLACED, "cost"), 0, f"jobs[{PLACED}].cost = 0: must be"),
-        (("jobs", PLACED, "slowdown"), KeyError, f"jobs[{PLACED}].slowdown = None: required"),
-        (("jobs", PLACED, "reason"), "x", f"jobs[{PLACED}].reason = 'x': unknown field"),
-        (("jobs", WAITING, "cost"), 1.0, f"jobs[{WAITING}].cost = 1.0: unknown field"),
-        (("jobs", WAITING, "reason"), 3, f"jobs[{WAITING}].reason = 3: expected a string"),
-        (("jobs", 0, "job"), "zz", "instance.queue[0].id = 'r1': the result is of another queue"),
+        (("colour",), "red", "colour = 'red': unknown field", True),
+        (("status",), "great", "status = 'great': must be one of optimal, feasible", True),
+        (("solver",), KeyError, "solver = None: required field is missing", True),
+        (("objective",), -1.0, "objective = -1.0: must be", True),
+        (("objective",), "1", "objective = '1': expected int/float", True),
+        (("bound",), float("inf"), "bound = inf: must be a finite number or null", False),
+        (("n_placed",), -1, "n_placed = -1: must not be negative", True),
+        (("wall_time",), -0.5, "wall_time = -0.5: must be", True),
+        (("n_placed",), 1.5, "n_placed = 1.5: expected int", True),
+        (("settings",), [], "settings = []: expected dict", True),
+        (("jobs",), {}, "jobs = {}: expected list", True),
+        (("n_jobs",), 99, "n_jobs = 99: the result lists 6 jobs", False),
+        (("gap",), 0.5, "gap = 0.5: objective and bound give None", False),
+        (("jobs", 0), "r1", "jobs[0] = 'r1': expected an object", True),
+        (("jobs", PLACED, "action"), "fly", f"jobs[{PLACED}].action = 'fly': must be one of", True),
+        (("jobs", PLACED, "gpus"), ["gpu99"], f"jobs[{PLACED}].gpus = 'gpu99': no GPU", False),
+        (("jobs", PLACED, "gpus"), [], f"jobs[{PLACED}].gpus = []: empty", True),
+        (
+            ("jobs", PLACED, "servers"),
+            ["nowhere"],
+            f"jobs[{PLACED}].servers = ['nowhere']: not",
+            False,
+        ),
+        (("jobs", PLACED, "tier"), "room", f"jobs[{PLACED}].tier = 'room': unknown tier", False),
+        (("jobs", PLACED, "cost"), 0, f"jobs[{PLACED}].cost = 0: must be", True),
+        (("jobs", PLACED, "slowdown"), KeyError, f"jobs[{PLACED}].slowdown = None: required", True),
+        (("jobs", PLACED, "reason"), "x", f"jobs[{PLACED}].reason = 'x': unknown field", True),
+        (("jobs", WAITING, "cost"), 1.0, f"jobs[{WAITING}].cost = 1.0: unknown field", True),
+        (("jobs", WAITING, "reason"), 3, f"jobs[{WAITING}].reason = 3: expected a string", True),
+        (
+            ("jobs", 0, "job"),
+            "zz",
+            "instance.queue[0].id = 'r1': the result is of another queue",
+            False,
+        ),
     ],
 )
-def test_a_bad_field_is_named(path: tuple, value: object, message: str) -> None:
+def test_a_bad_field_is_named(path: tuple, value: object, message: str, schema_too: bool) -> None:
+    data = _edited(path, value)
     with pytest.raises(InputError) as exc:
-        PlacementResult.from_dict(_edited(path, value), INST)
+        PlacementResult.from_dict(data, INST)
     assert message in str(exc.value)
+    # the schema holds what needs no instance (GPU ids, tiers, the queue) and no sum
+    assert jsonschema.Draft202012Validator(result_schema()).is_valid(data) is not schema_too
 
 
 def test_a_result_of_another_instance_is_refused() -> None:

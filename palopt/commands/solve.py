@@ -13,7 +13,7 @@ from palopt.errors import InfeasiblePlacementError, InputError, refuse_differing
 from palopt.export import format_slurm
 from palopt.instance import Instance
 from palopt.io import instance_schema, load_instance, read_json, write_text
-from palopt.result import PlacementResult
+from palopt.result import PlacementResult, result_schema
 from palopt.solvers import get_solver, list_solvers
 from palopt.solvers.exact.runner import DEFAULT_TIME_LIMIT
 
@@ -76,7 +76,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("schema", help="print the JSON Schema of the instance format")
+    p = sub.add_parser(
+        "schema", help="print the JSON Schema of the instance format (or of the result format)"
+    )
+    p.add_argument(
+        "--result",
+        action="store_true",
+        help="the schema of the result format (palopt.result/1) instead",
+    )
     p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("solvers", help="list the registered solvers")
@@ -185,8 +192,8 @@ def _read_placement(path: Path, instance: Instance) -> PlacementResult | dict[st
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    """Print the instance JSON Schema."""
-    json.dump(instance_schema(), sys.stdout, indent=1)
+    """Print the JSON Schema of the instance format, or of the result format."""
+    json.dump(result_schema() if args.result else instance_schema(), sys.stdout, indent=1)
     print()
     return 0
 
