@@ -519,8 +519,16 @@ def result_schema() -> dict[str, Any]:
         "$id": "https://palopt.invalid/schema/result-1.json",
         "title": "palopt placement result",
         "type": "object",
-        "required": ["format", "solver", "status", "objective", "n_placed", "wall_time"]
-        + ["settings", "jobs"],
+        "required": [
+            "format",
+            "solver",
+            "status",
+            "objective",
+            "n_placed",
+            "wall_time",
+            "settings",
+            "jobs",
+        ],
         "additionalProperties": False,
         "properties": {
             "format": {"const": RESULT_FORMAT},
