@@ -49,6 +49,9 @@ NODE_LINK_FIELDS = ("directed", "multigraph", "graph", "nodes", "edges", "links"
 #: The node and edge attributes palopt reads; others are kept with the graph but mean nothing.
 NODE_ATTRIBUTES = ("id", "kind", "tier", "root", "local")
 EDGE_ATTRIBUTES = ("source", "target", "link")
+#: What ``palopt topology build`` records from ``nvidia-smi`` beside them (a server's whole
+#: matrix, an NVLink's lane count): kept and read by nothing, like unknown ones, but not warned of.
+RECORDED_NODE_ATTRIBUTES, RECORDED_EDGE_ATTRIBUTES = ("gpu_paths",), ("nvlinks",)
 #: The kind of node each node attribute belongs to.
 ATTRIBUTE_KIND = {"tier": SWITCH, "root": SWITCH, "local": GPU}
 LINKS = (NVLINK, PCIE, NETWORK)
@@ -283,11 +286,11 @@ class Topology:
             raise InputError(field_name, "links", "give the edges once, as 'edges' or 'links'")
         _check_items(data["nodes"], ("id",), f"{field_name}.nodes")
         _check_items(data[edges_key], ("source", "target"), f"{field_name}.{edges_key}")
-        for what, items, known in (
-            ("node", data["nodes"], NODE_ATTRIBUTES),
-            ("edge", data[edges_key], EDGE_ATTRIBUTES),
+        for what, items, known, recorded in (
+            ("node", data["nodes"], NODE_ATTRIBUTES, RECORDED_NODE_ATTRIBUTES),
+            ("edge", data[edges_key], EDGE_ATTRIBUTES, RECORDED_EDGE_ATTRIBUTES),
         ):
-            unread = sorted({key for item in items for key in item} - set(known))
+            unread = sorted({key for item in items for key in item} - {*known, *recorded})
             if unread:  # a typo ("locl") or a setting palopt does not take ("slowdown")
                 log.warning(
                     "%s: %s attributes palopt does not read: %s (it reads %s)",

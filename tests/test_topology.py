@@ -266,6 +266,21 @@ def test_attributes_palopt_does_not_read_are_kept_with_a_warning(caplog):
     assert not caplog.text
 
 
+def test_what_topology_build_records_from_nvidia_smi_reads_back_without_a_warning(caplog):
+    # `topology build` keeps a server's matrix as gpu_paths and an NVLink's lanes as nvlinks;
+    # reading its own output warned of both on every solve.
+    data = build_cluster(1, 2, 4).to_node_link()
+    server = next(n for n in data["nodes"] if n["kind"] == "server")
+    server["gpu_paths"] = [["X", "NV2"], ["NV2", "X"]]
+    data["edges"][0]["nvlinks"] = 2
+    topo = Topology.from_node_link(data)
+    assert not caplog.text
+    assert topo.graph.nodes[server["id"]]["gpu_paths"] == [["X", "NV2"], ["NV2", "X"]]
+    data["edges"][0]["gpu_paths"] = []  # on the wrong kind it is as unknown as any other
+    Topology.from_node_link(data)
+    assert "edge attributes palopt does not read: 'gpu_paths'" in caplog.text
+
+
 def test_gpu_lookup_rejects_a_name_that_is_not_a_string():
     topo = build_cluster(1, 2, 4)
     with pytest.raises(InputError, match="busy = \\['gpu0'\\]: no GPU"):
