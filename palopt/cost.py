@@ -15,7 +15,7 @@ import numpy as np
 
 from palopt.errors import InfeasiblePlacementError, InputError
 from palopt.instance import Instance, Job, require_instance
-from palopt.result import Action, JobPlacement, PlacementResult
+from palopt.result import Action, JobPlacement, PlacementResult, Status
 
 __all__ = [
     "CostBreakdown",
@@ -203,9 +203,10 @@ def check_feasible(
     Rules: each placed job is a queued job and gets exactly ``num_gpus`` distinct GPUs of the
     topology, none busy, none given to another job. A solver's result must also hold one
     placement per queued job, in queue order, each with the action its GPUs and the job's
-    current GPUs call for, and costs (each job's, the objective) and a count of placed jobs that
-    are those of its GPUs, recomputed here from the definition. The checker shares no code with
-    the solvers, nor with the cost functions of this module.
+    current GPUs call for, costs (each job's, with its slowdown, tier and penalty, and the
+    objective) and a count of placed jobs that are those of its GPUs, recomputed here from the
+    definition, and no bound above its objective (nor ``optimal`` without one). The checker
+    shares no code with the solvers, nor with the cost functions of this module.
 
     Parameters
     ----------
@@ -312,13 +313,18 @@ def _check_result(instance: Instance, result: PlacementResult) -> list[str]:
         tier = next(
             t for t in range(len(topo.tiers)) if len({int(topo.groups[t][g]) for g in p.gpus}) == 1
         )
-        cost = max(float(instance.slowdown[c][g]) for g in p.gpus) * float(
-            instance.penalty[c][tier]
-        )
+        slowdown = max(float(instance.slowdown[c][g]) for g in p.gpus)
+        penalty = float(instance.penalty[c][tier])
+        cost = slowdown * penalty
         if p.cost is None or abs(p.cost - cost) > 1e-9 * cost or p.tier != topo.tiers[tier]:
             problems.append(
                 f"job {job.id!r}: cost {p.cost} on tier {p.tier}, its GPUs cost {cost} "
                 f"on tier {topo.tiers[tier]}"
+            )
+        elif (p.slowdown, p.penalty) != (slowdown, penalty):
+            problems.append(
+                f"job {job.id!r}: slowdown {p.slowdown} and penalty {p.penalty}, its GPUs have "
+                f"{slowdown} and {penalty}"
             )
         total += job.weight * cost
     placed = sum(1 for p in result.placements if p.gpus)
@@ -326,6 +332,10 @@ def _check_result(instance: Instance, result: PlacementResult) -> list[str]:
         problems.append(f"n_placed {result.n_placed}, {placed} jobs placed")
     if abs(result.objective - total) > 1e-9 * max(total, 1e-300):
         problems.append(f"objective {result.objective}, its placements cost {total}")
+    if result.bound is not None and result.bound > result.objective + 1e-9 * abs(result.objective):
+        problems.append(f"bound {result.bound} above the objective {result.objective}")
+    if result.status == Status.OPTIMAL and result.bound is None:
+        problems.append("status 'optimal' without a bound")
     return problems
 
 

@@ -17,6 +17,7 @@ from palopt import (
     PlacementResult,
     assert_feasible,
     build_cluster,
+    check_feasible,
     load_result,
     solve,
 )
@@ -156,3 +157,22 @@ def test_a_result_of_another_instance_is_refused() -> None:
         PlacementResult.from_dict(BASE, other)
     with pytest.raises(InputError, match="result = 'list': expected a JSON object"):
         PlacementResult.from_dict([BASE], INST)
+
+
+@pytest.mark.parametrize(
+    "edit, problem",
+    [
+        # each read back fine (the reader checks the format), and the checker refuses it
+        (lambda d: d["jobs"][PLACED].update(penalty=2.0), "penalty 2.0, its GPUs have"),
+        (lambda d: d["jobs"][PLACED].update(slowdown=9.0), "slowdown 9.0 and penalty"),
+        (lambda d: d.update(bound=d["objective"] + 1, gap=0.0), "above the objective"),
+        (lambda d: d.update(status="optimal"), "status 'optimal' without a bound"),
+    ],
+)
+def test_the_checker_refuses_a_result_that_misstates_its_parts(edit, problem) -> None:
+    data = copy.deepcopy(BASE)
+    edit(data)
+    result = PlacementResult.from_dict(data, INST)
+    problems = check_feasible(INST, result)
+    assert len(problems) == 1 and problem in problems[0]
+    assert check_feasible(INST, PlacementResult.from_dict(BASE, INST)) == []
