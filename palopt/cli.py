@@ -14,6 +14,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from palopt import __version__
 from palopt.errors import PaloptError
 
 __all__ = ["main", "build_parser"]
@@ -40,10 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
-        The ``palopt`` parser: a ``-v``/``--verbose`` count, and one sub-command per command of
-        :data:`COMMAND_MODULES`. Parsed arguments name the command in ``command`` and hold the
-        function that runs it in ``func``. On bad arguments it prints the usage and the error
-        to stderr and exits with code 2.
+        The ``palopt`` parser: a ``-v``/``--verbose`` count, ``--version``, and one sub-command
+        per command of :data:`COMMAND_MODULES`. Parsed arguments name the command in ``command``
+        and hold the function that runs it in ``func``. On bad arguments it prints the usage and
+        the error to stderr and exits with code 2.
 
     Examples
     --------
@@ -55,6 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="palopt", description="Place ML jobs on GPU clusters: solve, simulate, benchmark."
     )
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging")
+    parser.add_argument("--version", action="version", version=f"palopt {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -75,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         The command's exit code; 2 after an input error (:class:`~palopt.errors.PaloptError`,
         ``OSError`` or ``ImportError``, printed as one line on stderr), 0 if the reader of the
         output went away, 130 on Ctrl-C. Arguments the parser rejects (and ``--help``) end in
-        ``SystemExit`` instead, with code 2 (0 for ``--help``).
+        ``SystemExit`` instead, with code 2 (0 for ``--help`` and ``--version``).
 
     Examples
     --------

@@ -543,3 +543,12 @@ def test_validate_names_a_bad_placement_file(instance_file, tmp_path, capsys, co
     path.write_text(json.dumps(content))
     assert main(["validate", str(instance_file), "--placement", str(path)]) == 2
     assert message.format(f=path) in capsys.readouterr().err
+
+
+def test_version_is_the_installed_packages(capsys):
+    from importlib.metadata import version
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0
+    assert capsys.readouterr().out == f"palopt {version('palopt')}\n"

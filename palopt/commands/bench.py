@@ -83,7 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpus-per-server", help=f"server sizes (default {FULL['gpus_per_server']})")
     p.add_argument(
         "--loads",
-        help=f"queue demand as a share of the cluster, in whole percents (default {FULL['loads']})",
+        help="queue demands as shares of the cluster, each a whole percent such as 0.5 "
+        f"(default {FULL['loads']})",
     )
     p.add_argument("--profiles", help=f"slowdown profiles (default {FULL['profiles']})")
     p.add_argument("--seeds", type=int, help=f"instances per family (default {FULL['seeds']})")
