@@ -552,3 +552,22 @@ def test_version_is_the_installed_packages(capsys):
         main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out == f"palopt {version('palopt')}\n"
+
+
+def test_solvers_lists_each_solvers_options_and_an_unknown_one_names_them(instance_file, capsys):
+    assert main(["solvers"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    after = {lines[i].split()[0]: lines[i + 1].strip() for i in range(len(lines) - 1)}
+    assert after["greedy"] == "options: mode, keep_running"
+    assert after["pal"] == "options: variant"
+    assert after["milp"].startswith("options: mode, keep_running, time_limit") and after[
+        "milp"
+    ].endswith("backend")
+    assert not after["packed-nonsticky"].startswith("options")  # it takes none
+    for solver, option, message in (
+        ("greedy", "gap=1", "greedy.gap = 1: unknown option; its options: mode, keep_running"),
+        ("packed-nonsticky", "variant=fixed", "its options: none"),
+        ("random-sticky", "seed=3", "its options: variant; a seed goes to solve (--seed)"),
+    ):
+        assert main(["solve", str(instance_file), "--solver", solver, "-o", option]) == 2
+        assert message in capsys.readouterr().err

@@ -269,7 +269,7 @@ def test_cli_simulate_passes_options_to_the_solver_and_the_policy(artifact_dir, 
         (["--scheduler-option", "promote_knob=0"], "tiresias.promote_knob = 0: must be"),
         (["--scheduler", "las", "--scheduler-option", "promote_knob=2"], "las.promote_knob"),
         ([*tiresias, "thresholds=[1]"], "--scheduler-option thresholds = [1]: given twice"),
-        (["--placement-option", "gap=0.1"], "pal.gap = 0.1: unknown option for this solver"),
+        (["--placement-option", "gap=0.1"], "pal.gap = 0.1: unknown option; its options: variant"),
         (["--placement", "milp:highs", "--placement-option", "backend=cbc"], "differs from"),
     ):
         assert main([*args, *extra]) == 2

@@ -86,7 +86,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=cmd_schema)
 
-    p = sub.add_parser("solvers", help="list the registered solvers")
+    p = sub.add_parser("solvers", help="list the registered solvers and their options")
     p.add_argument("--all", action="store_true", help="include solvers missing dependencies")
     p.set_defaults(func=cmd_solvers)
 
@@ -203,4 +203,6 @@ def cmd_solvers(args: argparse.Namespace) -> int:
     for info in list_solvers(available_only=not args.all):
         mark = "" if info.available else "  (not installed: pip install 'palopt[exact]')"
         print(f"{info.name:<18} {info.description}{mark}")
+        if info.options:
+            print(f"{'':<18} options: {', '.join(info.options)}")
     return 0

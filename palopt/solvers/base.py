@@ -47,6 +47,8 @@ class SolverInfo:
     factory: Callable[..., Solver]
     description: str
     requires: tuple[str, ...] = ()
+    #: The options :func:`get_solver` passes on; ``None``: the factory checks its own.
+    options: tuple[str, ...] | None = None
 
     @property
     def available(self) -> bool:
@@ -71,7 +73,11 @@ _SOLVER_MODULES = (
 
 
 def register(
-    name: str, factory: Callable[..., Solver], description: str, requires: Sequence[str] = ()
+    name: str,
+    factory: Callable[..., Solver],
+    description: str,
+    requires: Sequence[str] = (),
+    options: Sequence[str] | None = None,
 ) -> None:
     """Add a solver to the registry (a module-level call in the solver's module).
 
@@ -88,6 +94,9 @@ def register(
     requires : sequence of str, default ()
         Modules the solver needs. If one cannot be imported, :func:`list_solvers` leaves the
         solver out (by default) and :func:`get_solver` raises ``ImportError``.
+    options : sequence of str, optional
+        The options the factory takes: :func:`get_solver` refuses any other, naming these
+        (and ``palopt solvers`` lists them). By default the factory checks its own.
 
     Examples
     --------
@@ -104,7 +113,9 @@ def register(
     >>> "packed-again" in [s.name for s in list_solvers()]
     False
     """
-    _REGISTRY[name] = SolverInfo(name, factory, description, tuple(requires))
+    _REGISTRY[name] = SolverInfo(
+        name, factory, description, tuple(requires), None if options is None else tuple(options)
+    )
 
 
 def _load() -> dict[str, SolverInfo]:
@@ -124,8 +135,8 @@ def list_solvers(available_only: bool = True) -> list[SolverInfo]:
     Returns
     -------
     list of SolverInfo
-        Each with the solver's ``name``, one-line ``description``, the modules it ``requires``
-        and whether they are ``available``.
+        Each with the solver's ``name``, one-line ``description``, the modules it ``requires``,
+        whether they are ``available``, and its ``options`` (``None`` if not declared).
 
     Examples
     --------
@@ -206,6 +217,14 @@ def get_solver(name: str, /, **config: Any) -> Solver:
         raise ImportError(
             f"solver {name!r} needs {', '.join(info.requires)}: pip install 'palopt[exact]'"
         )
+    if info.options is not None:
+        for key, value in config.items():
+            if key not in info.options:
+                known = ", ".join(info.options) or "none"
+                hint = "; a seed goes to solve (--seed)" if key == "seed" else ""
+                raise InputError(
+                    f"{name}.{key}", value, f"unknown option; its options: {known}{hint}"
+                )
     return info.factory(**config)
 
 

@@ -296,18 +296,11 @@ class GreedySolver:
         return build_result(instance, self.name, chosen, reasons, started, settings=settings)
 
 
-def _make(**config: Any) -> GreedySolver:
-    unknown = set(config) - {"mode", "keep_running"}
-    if unknown:
-        key = sorted(unknown)[0]
-        raise InputError(f"greedy.{key}", config[key], "unknown option for this solver")
-    return GreedySolver(**config)
-
-
 register(
     "greedy",
-    _make,
+    GreedySolver,
     "Cost-aware greedy: cheapest server/rack/anywhere per job; three passes (queue order, and "
     "with packing largest first and queue order with rack-sized jobs last), the two cheapest "
     "improved by local search",
+    options=("mode", "keep_running"),
 )

@@ -560,12 +560,7 @@ class HeuristicSolver:
 
 
 def _factory(name: str, policy: str, sticky: bool, class_sort: bool) -> Callable[..., Any]:
-    options = ("variant",) if policy in ("pal", "pmfirst") or sticky else ()
-
     def make(**config: Any) -> HeuristicSolver:
-        for key in config:
-            if key not in options:
-                raise InputError(f"{name}.{key}", config[key], "unknown option for this solver")
         return HeuristicSolver(name, policy, sticky, class_sort, **config)
 
     return make
@@ -579,4 +574,5 @@ for _name, _policy, _sticky, _sort, _desc in (
     ("random-sticky", "random", True, False, "Uniformly random GPUs; running jobs keep theirs"),
     ("random-nonsticky", "random", False, False, "Uniformly random GPUs each round"),
 ):
-    register(_name, _factory(_name, _policy, _sticky, _sort), _desc)
+    _options = ("variant",) if _policy in ("pal", "pmfirst") or _sticky else ()
+    register(_name, _factory(_name, _policy, _sticky, _sort), _desc, options=_options)

@@ -84,7 +84,8 @@ class CpSatSolver(ExactSolver):
 
 register(
     "cpsat",
-    CpSatSolver.from_config,
+    CpSatSolver,
     "Exact (CP-SAT): pattern model of the cost objective, warm-started",
     requires=("ortools",),
+    options=CpSatSolver.OPTIONS,
 )

@@ -244,7 +244,8 @@ class MilpSolver(ExactSolver):
 
 register(
     "milp",
-    MilpSolver.from_config,
+    MilpSolver,
     "Exact (MILP): pattern model via PuLP/CBC or HiGHS (backend=cbc|highs)",
     requires=("pulp",),
+    options=MilpSolver.OPTIONS,
 )

@@ -332,7 +332,7 @@ class ExactSolver:
     """
 
     name = "exact"
-    #: The options :meth:`from_config` accepts (the constructor's keyword arguments).
+    #: The options the registry accepts (the constructor's keyword arguments).
     OPTIONS: tuple[str, ...] = (
         "mode",
         "keep_running",
@@ -344,22 +344,6 @@ class ExactSolver:
         "gap",
         "deterministic",
     )
-
-    @classmethod
-    def from_config(cls, **config: Any) -> ExactSolver:
-        """The registry factory: the solver with ``config``, rejecting unknown options.
-
-        Raises
-        ------
-        InputError
-            Naming the first unknown option.
-        """
-        unknown = sorted(set(config) - set(cls.OPTIONS))
-        if unknown:
-            raise InputError(
-                f"{cls.name}.{unknown[0]}", config[unknown[0]], "unknown option for this solver"
-            )
-        return cls(**config)
 
     def __init__(
         self,
