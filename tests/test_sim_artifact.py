@@ -440,6 +440,29 @@ def test_simulate_cell_names_a_missing_or_bad_source(tmp_path, artifact_dir):
         simulate_cell({**tiny, "placement_options": {1: 2}})
 
 
+def test_simulate_cell_names_the_parameter_of_a_missing_file(tmp_path, artifact_dir):
+    # was "[Errno 2] No such file or directory: ...", naming no parameter of the cell
+    tiny = _tiny(tmp_path)
+    gone = str(tmp_path / "gone.csv")
+    for cell, key, path in (
+        ({**tiny, "trace": gone}, "trace", gone),
+        ({**tiny, "profile": gone}, "profile", gone),
+        ({"data": str(tmp_path), "workload": 1}, "data", tmp_path / "sim-64gpu-cluster.csv"),
+        (
+            {"data": str(tmp_path), "profile": tiny["profile"], "cluster": "1x2", "workload": 1},
+            "data",
+            tmp_path / "traces" / "sia-philly-workload-1.csv",
+        ),
+    ):
+        with pytest.raises(InputError) as exc:
+            simulate_cell(cell)
+        assert (exc.value.field, exc.value.value, exc.value.problem) == (
+            key,
+            str(path),
+            "no such file",
+        )
+
+
 def test_simulate_cell_runs_the_last_sia_philly_workload(artifact_dir):
     s = simulate_cell({"data": str(artifact_dir), "workload": 8, "max_time": 3600.0})
     assert s["rounds"] == 10 and s["jobs"] + s["unfinished"] > 0

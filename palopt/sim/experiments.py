@@ -178,16 +178,28 @@ def _trace_source(cell: Mapping[str, Any]) -> str:
     return given[0]
 
 
+def _existing(path: str | Path, key: str) -> str:
+    """``path`` as a string if it is a file, else an InputError naming the cell's ``key`` (a
+    missing file was an OSError naming no parameter, after the cells before it had run)."""
+    if not Path(path).is_file():
+        raise InputError(key, str(path), "no such file")
+    return str(path)
+
+
 def _cell_trace(cell: Mapping[str, Any], n_gpus: int) -> tuple[TraceJob, ...]:
     source = _trace_source(cell)
     if source == "trace":
-        return _trace(str(cell["trace"]))
+        return _trace(_existing(cell["trace"], "trace"))
     data = Path(cell["data"])  # given: _trace_source checked it
     if source == "workload":
-        return _trace(str(data / "traces" / f"sia-philly-workload-{cell['workload']}.csv"))
+        path = data / "traces" / f"sia-philly-workload-{cell['workload']}.csv"
+        return _trace(_existing(path, "data"))
     if cell["gpu_dist"] == "traces":
         sizes, probs = gpu_count_distribution(
-            [_trace(str(data / "traces" / f"sia-philly-workload-{w}.csv")) for w in range(1, 9)]
+            [
+                _trace(_existing(data / "traces" / f"sia-philly-workload-{w}.csv", "data"))
+                for w in range(1, 9)
+            ]
         )
     else:
         sizes, probs = SYNERGY_GPU_COUNTS
@@ -277,7 +289,10 @@ def simulate_cell(params: Mapping[str, Any]) -> dict[str, Any]:
         )
     cell = {**CELL_KEYS, **params}
     config = _check_cell(cell)
-    profile_path = str(cell["profile"] or Path(cell["data"]) / "sim-64gpu-cluster.csv")
+    profile_path = _existing(
+        cell["profile"] or Path(cell["data"]) / "sim-64gpu-cluster.csv",
+        "profile" if cell["profile"] else "data",
+    )
     topo, profile = _cluster(profile_path, str(cell["cluster"]), config.seed)
     # Checked here so that an error names the cell's key (the simulator names SimConfig's).
     penalty_matrix(topo, profile.classes, config.penalties, "locality_penalty")
