@@ -8,12 +8,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from palopt.errors import InputError, is_finite_number, is_number
+from palopt.errors import InputError, check_fields, is_finite_number, is_number
 from palopt.topology import Topology, require_topology
 
 __all__ = [
     "Job",
     "Instance",
+    "META_FIELDS",
     "penalty_matrix",
     "require_factors",
     "require_instance",
@@ -102,6 +103,10 @@ class Instance:
     busy : numpy.ndarray, optional
         Boolean mask of GPUs that no queued job may use (down, reserved, or run by jobs outside
         this round). Empty (the default) means none.
+    meta : mapping of str to str, optional
+        Descriptive text kept with the instance and written back to its file: any of
+        :data:`META_FIELDS` (``name``, ``source``, ``licence``, ``description``). No solver
+        reads it.
 
     Raises
     ------
@@ -116,6 +121,7 @@ class Instance:
     penalty: np.ndarray
     queue: tuple[Job, ...]
     busy: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    meta: Mapping[str, str] = field(default_factory=dict, repr=False)
     class_index: Mapping[str, int] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -158,6 +164,13 @@ class Instance:
         class_index = {c: i for i, c in enumerate(classes)}
         _check_queue(self.queue, class_index, busy, topo.gpu_ids)
         _check_cost_range(self.queue, sd, pen)
+        if not isinstance(self.meta, Mapping):
+            raise InputError("meta", type(self.meta).__name__, "expected a mapping")
+        check_fields(self.meta, META_FIELDS, "meta.")
+        for key, text in self.meta.items():
+            if not isinstance(text, str):
+                raise InputError(f"meta.{key}", text, "expected a string")
+        object.__setattr__(self, "meta", dict(self.meta))
         for arr in (sd, pen, busy):
             arr.setflags(write=False)
         object.__setattr__(self, "slowdown", sd)
@@ -199,6 +212,9 @@ class Instance:
         copy.__dict__.update(self.__dict__, queue=queue)
         return copy
 
+
+#: The descriptive fields of an instance (:attr:`Instance.meta`, the top of its file).
+META_FIELDS = ("name", "source", "licence", "description")
 
 #: Slowdowns and penalties lie in ``[MIN_FACTOR, MAX_FACTOR]``: far beyond any measured value,
 #: and a job's cost (their product) then stays a float far from overflow and underflow.

@@ -37,6 +37,7 @@ import numpy as np
 from palopt.errors import InputError, check_fields, is_finite_number, is_number
 from palopt.instance import (
     MAX_FACTOR,
+    META_FIELDS,
     MIN_FACTOR,
     Instance,
     Job,
@@ -73,7 +74,6 @@ __all__ = [
 ]
 
 FORMAT = "palopt.instance/1"
-META_FIELDS = ("name", "source", "licence", "description")
 FIELDS = ("format", *META_FIELDS, "topology", "classes", "slowdown", "penalties", "busy", "queue")
 JOB_FIELDS = ("id", "num_gpus", "class", "weight", "current_gpus")
 
@@ -270,7 +270,8 @@ def instance_from_dict(data: Any) -> Instance:
     busy[index] = True
     queue_data = require_field(data, "queue", list, "")
     queue = tuple(_job_from_dict(topo, i, j) for i, j in enumerate(queue_data))
-    return Instance(topo, classes_t, slowdown, penalty, queue, busy)
+    meta = {key: data[key] for key in META_FIELDS if key in data}
+    return Instance(topo, classes_t, slowdown, penalty, queue, busy, meta)
 
 
 def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
@@ -280,7 +281,8 @@ def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
     ----------
     instance : Instance
     **meta : str
-        Stored at the top level: any of ``name``, ``source``, ``licence``, ``description``.
+        Stored at the top level: any of ``name``, ``source``, ``licence``, ``description``,
+        over the instance's own :attr:`~palopt.instance.Instance.meta`.
 
     Returns
     -------
@@ -312,6 +314,7 @@ def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
     topo = instance.topology
     return {
         "format": FORMAT,
+        **instance.meta,
         **meta,
         "topology": topo.to_node_link(),
         "classes": list(instance.classes),

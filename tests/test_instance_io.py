@@ -28,6 +28,8 @@ from palopt import (
 )
 from palopt.io import instance_from_dict, instance_schema, instance_to_dict
 
+SHIPPED = Path(__file__).resolve().parent.parent / "instances" / "longhorn-32gpu.json"
+
 
 def small_instance(busy: tuple[int, ...] = ()) -> Instance:
     topo = build_cluster(2, 2, 2)
@@ -423,3 +425,38 @@ def test_malformed_instances_raise_only_input_errors(edits):
         instance_from_dict(data)
     except InputError:
         pass
+
+
+def test_an_instances_descriptive_fields_survive_a_load_and_a_save(tmp_path):
+    # load_instance dropped name, source, licence and description: a shipped instance saved
+    # again lost its licence note
+    from palopt.io import save_instance
+
+    shipped = SHIPPED
+    inst = palopt.load_instance(shipped)
+    original = json.loads(shipped.read_text())
+    assert inst.meta == {k: original[k] for k in ("name", "source", "licence", "description")}
+    save_instance(inst, tmp_path / "again.json")
+    again = json.loads((tmp_path / "again.json").read_text())
+    assert all(again[k] == original[k] for k in inst.meta)
+    assert instance_to_dict(inst, name="renamed")["name"] == "renamed"  # given ones win
+    assert instance_to_dict(inst.replace_queue(()))["licence"] == original["licence"]
+    bare = replace(inst, meta={})
+    results = [solve(i, "greedy") for i in (bare, inst)]
+    for i, r in zip((bare, inst), results, strict=True):
+        assert check_feasible(i, r) == []
+    assert results[0].assignment() == results[1].assignment()  # no solver reads it
+
+
+@pytest.mark.parametrize(
+    "meta, message",
+    [
+        ({"colour": "red"}, "meta.colour = 'red': unknown field"),
+        ({"name": 3}, "meta.name = 3: expected a string"),
+        (["name"], "meta = 'list': expected a mapping"),
+    ],
+)
+def test_instance_meta_is_checked(meta, message):
+    inst = palopt.load_instance(SHIPPED)
+    with pytest.raises(InputError, match=message):
+        replace(inst, meta=meta)
