@@ -446,6 +446,13 @@ class Topology:
 
         server_order = {s: i for i, s in enumerate(servers)}
         server_ids = tuple(s for s in servers if any(True for _ in _gpus_of(graph, s, kind)))
+        if len(server_ids) < len(servers):  # kept in the graph, but no job can run there
+            empty = [s for s in servers if s not in server_ids]
+            log.warning(
+                "%s: servers with no GPU, left out of the cluster: %s",
+                field_name,
+                ", ".join(map(repr, empty[:5])) + (", ..." if len(empty) > 5 else ""),
+            )
         # ``local``, where given, is the GPU's index in its server (CUDA_VISIBLE_DEVICES): on
         # every GPU of a server or on none (a GPU without one would be guessed at an index
         # another GPU has).

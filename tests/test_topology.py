@@ -281,6 +281,17 @@ def test_what_topology_build_records_from_nvidia_smi_reads_back_without_a_warnin
     assert "edge attributes palopt does not read: 'gpu_paths'" in caplog.text
 
 
+def test_a_server_with_no_gpu_is_left_out_with_a_warning(caplog):
+    # it was left out without a word ("2 servers" of the 3 in the file)
+    data = build_cluster(1, 2, 2).to_node_link()
+    rack = next(n["id"] for n in data["nodes"] if n["kind"] == "switch")
+    data["nodes"].append({"id": "empty", "kind": "server"})
+    data["edges"].append({"source": "empty", "target": rack, "link": "network"})
+    topo = Topology.from_node_link(data)
+    assert topo.n_servers == 2 and "empty" not in topo.server_ids
+    assert "servers with no GPU, left out of the cluster: 'empty'" in caplog.text
+
+
 def test_gpu_lookup_rejects_a_name_that_is_not_a_string():
     topo = build_cluster(1, 2, 4)
     with pytest.raises(InputError, match="busy = \\['gpu0'\\]: no GPU"):
