@@ -63,6 +63,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -746,7 +747,12 @@ def assign_profile(
     eligible = (
         np.flatnonzero(profile.complete()) if missing == "drop" else np.arange(profile.n_gpus)
     )
-    hint = " (try missing='median' or 'sample')" if missing == "drop" else ""
+    hint = (
+        " (GPUs not measured in every class count with missing='median' or 'sample', "
+        "--missing in the CLI)"
+        if missing == "drop"
+        else ""
+    )
     rng = np.random.default_rng(check_seed(seed))
     n = topology.n_gpus
     if by == "gpu":
@@ -811,17 +817,24 @@ def _draw_servers(
     for s in sorted(range(len(sizes)), key=lambda s: -sizes[s]):
         pick = next((i for i in order if len(members[i]) >= sizes[s]), None)
         if pick is None:
+            largest = max(map(len, members), default=0)
             raise InputError(
                 "profile",
                 f"{len(members)} measured servers",
                 f"not enough with {sizes[s]} eligible GPUs for the cluster's "
-                f"{topology.n_servers} servers{hint}",
+                f"{topology.n_servers} servers (the largest has {largest})"
+                + (hint if sizes[s] <= _largest_server(profile) else ""),
             )
         order.remove(pick)
         picks[s] = pick
     return np.asarray(
         [g for s, pick in enumerate(picks) for g in members[pick][: sizes[s]]], dtype=np.int64
     )
+
+
+def _largest_server(profile: VariabilityProfile) -> int:
+    """The most GPUs one measured server has in the profile, measured in every class or not."""
+    return max(Counter(g.rsplit("-", 1)[0] for g in profile.gpus).values(), default=0)
 
 
 def bin_profile(profile: VariabilityProfile, method: str = "kmeans", **options: Any) -> np.ndarray:

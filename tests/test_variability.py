@@ -152,6 +152,30 @@ def test_assign_by_server_keeps_measured_servers_whole(longhorn: VariabilityProf
         assign_profile(longhorn, build_cluster(2, 64, 4), seed=5, missing="median", by="server")
 
 
+def test_assign_by_server_says_how_large_the_measured_servers_are() -> None:
+    # The hint to count GPUs missing a class is given only where it helps: server m1 has
+    # 4 GPUs, one of them unmeasured for class B; m2 has 2.
+    nan = np.nan
+    values = np.array([[1.0, 1.1, 1.2, 1.3, 1.0, 1.1], [1.0, 1.1, 1.2, nan, 1.0, 1.1]])
+    p = VariabilityProfile(("A", "B"), ("m1-0", "m1-1", "m1-2", "m1-3", "m2-0", "m2-1"), values)
+    with pytest.raises(InputError) as exc:
+        assign_profile(p, build_cluster(1, 1, 4), seed=None, by="server")
+    assert exc.value.problem == (
+        "not enough with 4 eligible GPUs for the cluster's 1 servers (the largest has 3) "
+        "(GPUs not measured in every class count with missing='median' or 'sample', "
+        "--missing in the CLI)"
+    )
+    assert assign_profile(p, build_cluster(1, 1, 4), None, "median", "server").origin == (
+        "m1-0",
+        "m1-1",
+        "m1-2",
+        "m1-3",
+    )
+    with pytest.raises(InputError) as exc:
+        assign_profile(p, build_cluster(1, 1, 8), seed=None, missing="median", by="server")
+    assert exc.value.problem.endswith("servers (the largest has 4)")  # no hint: none is larger
+
+
 def test_assign_by_server_matches_servers_of_mixed_sizes() -> None:
     # Cluster servers of 2 and 4 GPUs, measured servers of 4 (m1) and 2 (m2): first fit gave
     # m1 to the 2-GPU server and then refused, for want of a 4-GPU one. Each cluster server
