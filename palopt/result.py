@@ -249,26 +249,14 @@ class PlacementResult:
         palopt.errors.InputError: instance.queue[0].id = 'b': the result is of another queue ...
         """
         require_instance(instance)
-        ids = [j.id for j in instance.queue]
-        for i, p in enumerate(self.placements):
-            if i >= len(ids) or ids[i] != p.job_id:
-                raise InputError(
-                    f"instance.queue[{i}].id",
-                    ids[i] if i < len(ids) else None,
-                    f"the result is of another queue (job {p.job_id!r} there)",
-                )
+        _check_queue_ids([p.job_id for p in self.placements], instance)
+        for p in self.placements:
             if any(g >= instance.topology.n_gpus for g in p.gpus):
                 raise InputError(
                     "instance.topology",
                     f"{instance.topology.n_gpus} GPUs",
                     f"the result places job {p.job_id!r} on GPUs {list(p.gpus)}",
                 )
-        if len(ids) != len(self.placements):
-            raise InputError(
-                f"instance.queue[{len(self.placements)}].id",
-                ids[len(self.placements)],
-                "the result is of a shorter queue",
-            )
 
     def to_frame(self, instance: Instance) -> Any:
         """One row per job as a pandas DataFrame (see :func:`palopt.export.to_frame`).
@@ -392,6 +380,10 @@ class PlacementResult:
         if n_placed < 0:
             raise InputError("n_placed", n_placed, "must not be negative")
         rows = require_field(data, "jobs", list, "")
+        if all(isinstance(r, Mapping) and isinstance(r.get("job"), str) for r in rows):
+            # the queue before the GPUs, so a result of another instance is named as such (a
+            # row with no job id is named below)
+            _check_queue_ids([r.get("job") for r in rows], instance)
         result = cls(
             tuple(_placement_from_dict(instance, i, row) for i, row in enumerate(rows)),
             require_field(data, "solver", str, ""),
@@ -413,6 +405,23 @@ class PlacementResult:
         if not agrees:
             raise InputError("gap", gap, f"objective and bound give {derived}")
         return result
+
+
+def _check_queue_ids(ids: list[Any], instance: Instance) -> None:
+    """Refuse a result whose jobs are not ``instance``'s queue, in its order, naming the first
+    that differs."""
+    queue = [j.id for j in instance.queue]
+    for i, job_id in enumerate(ids):
+        if i >= len(queue) or queue[i] != job_id:
+            raise InputError(
+                f"instance.queue[{i}].id",
+                queue[i] if i < len(queue) else None,
+                f"the result is of another queue (job {job_id!r} there)",
+            )
+    if len(queue) != len(ids):
+        raise InputError(
+            f"instance.queue[{len(ids)}].id", queue[len(ids)], "the result is of a shorter queue"
+        )
 
 
 def _placement_from_dict(instance: Instance, i: int, row: Any) -> JobPlacement:

@@ -532,10 +532,24 @@ def test_validate_refuses_a_placement_that_breaks_a_rule_or_misstates_a_cost(
 @pytest.mark.parametrize(
     "content, message",
     [
-        ([["gpu0"]], "--placement = '{f}': expected a JSON object"),
-        ({"j0": "gpu0"}, "placement.j0 = 'gpu0': expected a list of GPU ids"),
-        ({"j0": ["gpu99"]}, "placement.j0 = 'gpu99': no GPU of that id"),
-        ({"format": "palopt.result/2"}, "format = 'palopt.result/2': expected 'palopt.result/1'"),
+        ([["gpu0"]], "{f}: placement = 'list': expected a JSON object"),
+        ({"j0": "gpu0"}, "{f}: placement.j0 = 'gpu0': expected a list of GPU ids"),
+        ({"j0": ["gpu99"]}, "{f}: placement.j0 = 'gpu99': no GPU of that id"),
+        (
+            {"format": "palopt.result/2"},
+            "{f}: format = 'palopt.result/2': expected 'palopt.result/1'",
+        ),
+        # a result of another instance: its queue is named before its GPUs
+        (
+            {
+                "format": "palopt.result/1",
+                **dict.fromkeys(("solver", "status"), "heuristic"),
+                **dict.fromkeys(("objective", "n_placed", "wall_time"), 0),
+                "settings": {},
+                "jobs": [{"job": "zz", "action": "start", "gpus": ["gpu99"]}],
+            },
+            "{f}: instance.queue[0].id = 'j0': the result is of another queue",
+        ),
     ],
 )
 def test_validate_names_a_bad_placement_file(instance_file, tmp_path, capsys, content, message):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
+from typing import Any
 
 from palopt.commands import check_output, file_path, input_file, option_dict, parse_option
 from palopt.cost import assert_feasible, check_feasible, evaluate
@@ -164,7 +164,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
         f"{len(inst.queue)} queued jobs)"
     )
     if args.placement is not None:
-        placement = _read_placement(args.placement, inst)
+        data = read_json(args.placement)
+        try:
+            placement = _read_placement(data, inst)
+        except InputError as exc:  # the file named: several are in play
+            raise InputError(f"{args.placement}: {exc.field}", exc.value, exc.problem) from None
         problems = check_feasible(inst, placement)
         if problems:
             raise InfeasiblePlacementError(f"{args.placement}: infeasible: {'; '.join(problems)}")
@@ -176,13 +180,12 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _read_placement(path: Path, instance: Instance) -> PlacementResult | dict[str, tuple[int, ...]]:
-    """A result file, or an object job id -> GPU ids as dense indices (see ``--placement``)."""
-    data = read_json(path)
+def _read_placement(data: Any, instance: Instance) -> PlacementResult | dict[str, tuple[int, ...]]:
+    """A result, or an object job id -> GPU ids as dense indices (see ``--placement``)."""
     if isinstance(data, dict) and isinstance(data.get("format"), str):  # not a job "format"
         return PlacementResult.from_dict(data, instance)
     if not isinstance(data, dict):
-        raise InputError("--placement", str(path), "expected a JSON object")
+        raise InputError("placement", type(data).__name__, "expected a JSON object")
     out = {}
     for job_id, names in data.items():
         if not isinstance(names, list):
