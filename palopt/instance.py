@@ -15,6 +15,7 @@ __all__ = [
     "Job",
     "Instance",
     "META_FIELDS",
+    "check_meta",
     "penalty_matrix",
     "require_factors",
     "require_instance",
@@ -166,10 +167,7 @@ class Instance:
         _check_cost_range(self.queue, sd, pen)
         if not isinstance(self.meta, Mapping):
             raise InputError("meta", type(self.meta).__name__, "expected a mapping")
-        check_fields(self.meta, META_FIELDS, "meta.")
-        for key, text in self.meta.items():
-            if not isinstance(text, str):
-                raise InputError(f"meta.{key}", text, "expected a string")
+        check_meta(self.meta, "meta.")
         object.__setattr__(self, "meta", dict(self.meta))
         for arr in (sd, pen, busy):
             arr.setflags(write=False)
@@ -285,6 +283,23 @@ def require_factors(values: np.ndarray, field: Callable[[int, int], str]) -> Non
 
 def _is_sequence(value: object) -> bool:
     return isinstance(value, (Sequence, np.ndarray))
+
+
+def check_meta(meta: Mapping[str, object], where: str = "") -> None:
+    """Refuse a descriptive field that is not one of :data:`META_FIELDS` or not a string (the
+    one check of an instance's ``meta``, of its file's top and of ``instance_to_dict``'s).
+
+    Examples
+    --------
+    >>> check_meta({"name": 3})
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: name = 3: expected a string
+    """
+    check_fields(meta, META_FIELDS, where)
+    for key, text in meta.items():
+        if not isinstance(text, str):
+            raise InputError(f"{where}{key}", text, "expected a string")
 
 
 def require_queue(queue: object) -> None:

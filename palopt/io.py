@@ -41,6 +41,7 @@ from palopt.instance import (
     MIN_FACTOR,
     Instance,
     Job,
+    check_meta,
     penalty_matrix,
     require_instance,
 )
@@ -179,12 +180,6 @@ def _slowdown_matrix(topo: Topology, classes: tuple[str, ...], spec: Any) -> np.
     return out
 
 
-def _check_meta(data: Mapping[str, Any]) -> None:
-    for key in META_FIELDS:
-        if key in data and not isinstance(data[key], str):
-            raise InputError(key, data[key], "expected a string")
-
-
 def _job_from_dict(topo: Topology, i: int, data: Any) -> Job:
     where = f"queue[{i}]."
     if not isinstance(data, Mapping):
@@ -247,7 +242,8 @@ def instance_from_dict(data: Any) -> Instance:
     if fmt != FORMAT:
         raise InputError("format", fmt, f"expected {FORMAT!r}")
     check_fields(data, FIELDS)
-    _check_meta(data)
+    meta = {key: data[key] for key in META_FIELDS if key in data}
+    check_meta(meta)
     topo = topology_from_spec(data.get("topology"))
     classes = require_field(data, "classes", list, "")
     if not all(isinstance(c, str) for c in classes):
@@ -270,7 +266,6 @@ def instance_from_dict(data: Any) -> Instance:
     busy[index] = True
     queue_data = require_field(data, "queue", list, "")
     queue = tuple(_job_from_dict(topo, i, j) for i, j in enumerate(queue_data))
-    meta = {key: data[key] for key in META_FIELDS if key in data}
     return Instance(topo, classes_t, slowdown, penalty, queue, busy, meta)
 
 
@@ -309,8 +304,7 @@ def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:
     True
     """
     require_instance(instance)
-    check_fields(meta, META_FIELDS)
-    _check_meta(meta)
+    check_meta(meta)
     topo = instance.topology
     return {
         "format": FORMAT,
