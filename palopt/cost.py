@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from palopt.errors import InfeasiblePlacementError, InputError
+from palopt.errors import InfeasiblePlacementError, InputError, counted
 from palopt.instance import Instance, Job, require_instance
 from palopt.result import Action, JobPlacement, PlacementResult, Status
 
@@ -269,7 +269,9 @@ def check_feasible(
             continue
         as_list = [int(g) for g in gpus]
         if len(as_list) != job.num_gpus:
-            problems.append(f"job {job_id!r} needs {job.num_gpus} GPUs, got {len(as_list)}")
+            problems.append(
+                f"job {job_id!r} needs {counted(job.num_gpus, 'GPU')}, got {len(as_list)}"
+            )
         if len(set(as_list)) != len(as_list):
             problems.append(f"job {job_id!r} got a GPU twice: {sorted(as_list)}")
         for g in as_list:

@@ -1,5 +1,6 @@
 """Exceptions raised by palopt, and the input checks shared by its parts (a seed, a time limit, a
-number, a count, a flag, the fields of a JSON object, a value given twice).
+number, a count, a flag, the fields of a JSON object, a value given twice), and the counting of
+nouns in their messages.
 
 Every error caused by bad input names the offending field and value so that a user can fix the
 input without reading a traceback; the CLI prints the message on one line and exits with code 2.
@@ -94,6 +95,20 @@ class UnknownSolverError(PaloptError, KeyError):
 
 class InfeasiblePlacementError(PaloptError):
     """A placement that breaks the feasibility rules (see :func:`palopt.cost.assert_feasible`)."""
+
+
+def counted(n: int, noun: str) -> str:
+    """``n`` and ``noun``, the noun in the plural unless ``n`` is 1 (regular English plurals:
+    ``-es`` after s, x, ch and sh, else ``-s``).
+
+    Examples
+    --------
+    >>> counted(1, "GPU"), counted(0, "GPU"), counted(2, "switch"), counted(3, "class")
+    ('1 GPU', '0 GPUs', '2 switches', '3 classes')
+    """
+    if n == 1:
+        return f"{n} {noun}"
+    return f"{n} {noun}{'es' if noun.endswith(('s', 'x', 'ch', 'sh')) else 's'}"
 
 
 def check_seed(seed: Any, field: str = "seed") -> int | None:

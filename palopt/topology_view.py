@@ -7,7 +7,7 @@ from pathlib import Path
 import networkx as nx
 import numpy as np
 
-from palopt.errors import InputError
+from palopt.errors import InputError, counted
 from palopt.hostlist import compress_hostlist
 from palopt.topology import Topology
 
@@ -95,7 +95,8 @@ def summarize(topology: Topology) -> str:
     kinds = nx.get_node_attributes(graph, "kind")
     switches = [n for n, k in kinds.items() if k == "switch"]
     lines = [
-        f"{topo.n_gpus} GPUs on {topo.n_servers} servers, {len(switches)} switches; "
+        f"{counted(topo.n_gpus, 'GPU')} on {counted(topo.n_servers, 'server')}, "
+        f"{counted(len(switches), 'switch')}; "
         f"tiers {' < '.join(topo.tiers)}",
         f"{'tier':<9} {'groups':>6}  GPUs per group (x number of groups)",
     ]
@@ -108,7 +109,7 @@ def summarize(topology: Topology) -> str:
     lines.append("servers:")
     for sizes, names in kinds_of_server.items():
         islands = "PCIe only" if max(sizes) == 1 else "NVLink islands " + "+".join(map(str, sizes))
-        lines.append(f"  {_listed(names)}  {sum(sizes)} GPUs each, {islands}")
+        lines.append(f"  {_listed(names)}  {counted(sum(sizes), 'GPU')} each, {islands}")
     if switches:
         by_tier: dict[str, list[str]] = {}
         for s in switches:
@@ -201,7 +202,7 @@ def draw(topology: Topology, path: str | Path, title: str | None = None) -> None
         )
     ax.set_title(
         title
-        or f"{topology.n_gpus} GPUs, {topology.n_servers} servers, tiers "
+        or f"{counted(topology.n_gpus, 'GPU')}, {counted(topology.n_servers, 'server')}, tiers "
         f"{' < '.join(topology.tiers)}",
         fontsize=9,
     )

@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 
 from palopt.binning import bin_values
-from palopt.errors import InputError, check_fields, check_flag, check_seed
+from palopt.errors import InputError, check_fields, check_flag, check_seed, counted
 from palopt.instance import MAX_FACTOR, MIN_FACTOR, Instance, Job, penalty_matrix, require_queue
 from palopt.io import read_csv, read_json, write_text
 from palopt.topology import Topology, require_topology
@@ -822,7 +822,7 @@ def _draw_servers(
                 "profile",
                 f"{len(members)} measured servers",
                 f"not enough with {sizes[s]} eligible GPUs for the cluster's "
-                f"{topology.n_servers} servers (the largest has {largest})"
+                f"{counted(topology.n_servers, 'server')} (the largest has {largest})"
                 + (hint if sizes[s] <= _largest_server(profile) else ""),
             )
         order.remove(pick)

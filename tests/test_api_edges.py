@@ -549,7 +549,7 @@ def test_a_queue_on_a_full_cluster_is_told_how_many_gpus_are_free():
     inst = _instance(Job("a", 1, "A"), busy=np.ones(16, dtype=bool))
     result = solve(inst, "greedy")
     assert_feasible(inst, result)
-    assert result.placements[0].reason == "not selected: needs 1 GPUs; free GPUs: 0"
+    assert result.placements[0].reason == "not selected: needs 1 GPU; free GPUs: 0"
 
 
 def test_penalties_of_a_class_given_as_a_list_are_named_as_such():

@@ -157,7 +157,7 @@ def test_window_cut_and_no_backfill(sf: np.ndarray) -> None:
         assert placed["b16"] == [0, 1, 2, 3, 12, 13, 14, 15, 28, 29, 30, 31, 36, 37, 38, 39]
         assert sorted(placed["big"]) == sorted(set(range(64)) - set(placed["b16"]))
         assert "a1" not in placed
-        assert result.placements[2].reason == "needs 1 GPUs, 0 free"
+        assert result.placements[2].reason == "needs 1 GPU, 0 free"
 
 
 def test_fixed_pmfirst_fills_fewest_servers(sf: np.ndarray) -> None:

@@ -466,7 +466,7 @@ def test_show_lists_server_names_that_are_not_host_names(
     path = tmp_path / "t.json"
     path.write_text(json.dumps(Topology.from_graph(graph).to_node_link()))
     assert main(["topology", "show", str(path)]) == 0
-    assert f"  {name},other  1 GPUs each, PCIe only\n" in capsys.readouterr().out
+    assert f"  {name},other  1 GPU each, PCIe only\n" in capsys.readouterr().out
 
 
 def test_format_slurm_refuses_a_job_id_starting_with_hash(
@@ -530,10 +530,10 @@ def test_show_lists_uneven_islands_largest_first(
     smi.write_text(ISLANDS_3_1)
     out = tmp_path / "t.json"
     assert main(["topology", "build", "--nvidia-smi", str(smi), "-o", str(out)]) == 0
-    assert capsys.readouterr().out == f"{out}: 4 GPUs on 1 servers, tiers nvlink < server\n"
+    assert capsys.readouterr().out == f"{out}: 4 GPUs on 1 server, tiers nvlink < server\n"
     assert main(["topology", "show", str(out)]) == 0
     assert capsys.readouterr().out == (
-        "4 GPUs on 1 servers, 0 switches; tiers nvlink < server\n"
+        "4 GPUs on 1 server, 0 switches; tiers nvlink < server\n"
         "tier      groups  GPUs per group (x number of groups)\n"
         "nvlink         2  3, 1\n"
         "server         1  4\n"

@@ -161,7 +161,7 @@ def test_assign_by_server_says_how_large_the_measured_servers_are() -> None:
     with pytest.raises(InputError) as exc:
         assign_profile(p, build_cluster(1, 1, 4), seed=None, by="server")
     assert exc.value.problem == (
-        "not enough with 4 eligible GPUs for the cluster's 1 servers (the largest has 3) "
+        "not enough with 4 eligible GPUs for the cluster's 1 server (the largest has 3) "
         "(GPUs not measured in every class count with missing='median' or 'sample', "
         "--missing in the CLI)"
     )
@@ -173,7 +173,7 @@ def test_assign_by_server_says_how_large_the_measured_servers_are() -> None:
     )
     with pytest.raises(InputError) as exc:
         assign_profile(p, build_cluster(1, 1, 8), seed=None, missing="median", by="server")
-    assert exc.value.problem.endswith("servers (the largest has 4)")  # no hint: none is larger
+    assert exc.value.problem.endswith("1 server (the largest has 4)")  # no hint: none is larger
 
 
 def test_assign_by_server_matches_servers_of_mixed_sizes() -> None:

@@ -9,7 +9,7 @@ from typing import Any
 
 from palopt.commands import check_output, file_path, input_file, option_dict, parse_option
 from palopt.cost import assert_feasible, check_feasible, evaluate
-from palopt.errors import InfeasiblePlacementError, InputError, refuse_differing
+from palopt.errors import InfeasiblePlacementError, InputError, counted, refuse_differing
 from palopt.export import format_slurm
 from palopt.instance import Instance
 from palopt.io import instance_schema, load_instance, read_json, write_text
@@ -159,9 +159,9 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """Validate an instance file, and a placement of it."""
     inst = load_instance(args.instance)
     print(
-        f"{args.instance}: valid ({inst.topology.n_gpus} GPUs, {inst.topology.n_servers} "
-        f"servers, tiers {'/'.join(inst.topology.tiers)}, {len(inst.classes)} classes, "
-        f"{len(inst.queue)} queued jobs)"
+        f"{args.instance}: valid ({counted(inst.topology.n_gpus, 'GPU')}, "
+        f"{counted(inst.topology.n_servers, 'server')}, tiers {'/'.join(inst.topology.tiers)}, "
+        f"{counted(len(inst.classes), 'class')}, {counted(len(inst.queue), 'queued job')})"
     )
     if args.placement is not None:
         data = read_json(args.placement)

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from palopt.commands import check_output, file_path, image_path, input_file
-from palopt.errors import InputError
+from palopt.errors import InputError, counted
 from palopt.hostlist import expand_hostlist
 from palopt.importers.assemble import assemble_topology
 from palopt.importers.nvidia_smi import GpuMatrix, read_nvidia_smi
@@ -122,8 +122,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     if args.out:
         write_text(args.out, text)
         print(
-            f"{args.out}: {topo.n_gpus} GPUs on {topo.n_servers} servers, tiers "
-            f"{' < '.join(topo.tiers)}"
+            f"{args.out}: {counted(topo.n_gpus, 'GPU')} on {counted(topo.n_servers, 'server')}, "
+            f"tiers {' < '.join(topo.tiers)}"
         )
     else:
         sys.stdout.write(text)

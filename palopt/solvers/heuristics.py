@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-from palopt.errors import InputError
+from palopt.errors import InputError, counted
 from palopt.instance import Instance, Job
 from palopt.result import PlacementResult
 from palopt.solvers.base import build_result, check_arguments, register
@@ -396,7 +396,7 @@ def _blocked(at: Job) -> str:
 
 
 def _too_few(pool: FreePool, job: Job) -> str:
-    return f"needs {job.num_gpus} GPUs, {pool.n_free} free"
+    return f"needs {counted(job.num_gpus, 'GPU')}, {pool.n_free} free"
 
 
 Placed = tuple[dict[int, np.ndarray], dict[int, str]]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from palopt.cost import set_costs
-from palopt.errors import InputError
+from palopt.errors import InputError, counted
 from palopt.instance import Instance
 
 __all__ = [
@@ -240,7 +240,7 @@ def unselected_reasons(rnd: Round, mode: str) -> dict[int, str]:
             out[p] = f"not selected: the admitted prefix ends at job {first!r}"
         else:
             before = "the jobs selected before it leave" if left < available else "free GPUs:"
-            out[p] = f"not selected: needs {job.num_gpus} GPUs; {before} {left}"
+            out[p] = f"not selected: needs {counted(job.num_gpus, 'GPU')}; {before} {left}"
             first = job.id if first is None else first
     return out
 
