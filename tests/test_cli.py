@@ -357,10 +357,21 @@ def test_table_shows_each_job_in_queue_order_with_its_numbers():
     assert format_result(inst, result).splitlines() == [
         "solver cpsat: status feasible, 1/3 jobs placed, objective 1.8750, bound 1.5000, "
         "gap 20.00%, 12.3 ms",
-        "job          gpus action      cost slowdown tier     penalty  placement",
-        "z               3 start     1.8750   1.2500 rack       1.500  gpu0,gpu1,gpu2",
-        "a               2 wait           -        - -              -  not placed: no room",
-        "r               1 preempt        -        - -              -  not placed: preempted",
+        "job gpus action    cost slowdown tier penalty  placement",
+        "z      3 start   1.8750   1.2500 rack   1.500  gpu0,gpu1,gpu2",
+        "a      2 wait         -        - -          -  not placed: no room",
+        "r      1 preempt      -        - -          -  not placed: preempted",
+    ]
+    # a long job id widens its column for every row: the columns stay aligned
+    long_id = "z-" + "x" * 30
+    renamed = Instance(topo, ("A",), sd, inst.penalty, (Job(long_id, 3, "A"), *queue[1:]))
+    moved = dataclasses.replace(placements[0], job_id=long_id)
+    table = format_result(renamed, dataclasses.replace(result, placements=(moved, *placements[1:])))
+    assert table.splitlines()[1:] == [
+        "job" + " " * 29 + " gpus action    cost slowdown tier penalty  placement",
+        long_id + "    3 start   1.8750   1.2500 rack   1.500  gpu0,gpu1,gpu2",
+        "a" + " " * 31 + "    2 wait         -        - -          -  not placed: no room",
+        "r" + " " * 31 + "    1 preempt      -        - -          -  not placed: preempted",
     ]
     # no bound: no bound or gap; an objective of ten digits or more in six
     huge = dataclasses.replace(result, objective=5e9, bound=None)

@@ -97,9 +97,9 @@ def _number(x: float) -> str:
 
 
 def format_result(instance: Instance, result: PlacementResult) -> str:
-    """A human-readable table of a placement result."""
+    """A human-readable table of a placement result, its columns as wide as their cells."""
     topo = instance.topology
-    lines = [
+    head = (
         f"solver {result.solver}: status {result.status}, "
         f"{result.n_placed}/{len(result.placements)} jobs placed, "
         f"objective {_number(result.objective)}"
@@ -108,24 +108,27 @@ def format_result(instance: Instance, result: PlacementResult) -> str:
             if result.bound is not None
             else ""
         )
-        + f", {1000 * result.wall_time:.1f} ms",
-        f"{'job':<12} {'gpus':>4} {'action':<8} {'cost':>7} {'slowdown':>8} {'tier':<8} "
-        f"{'penalty':>7}  placement",
-    ]
+        + f", {1000 * result.wall_time:.1f} ms"
+    )
+    rows = [["job", "gpus", "action", "cost", "slowdown", "tier", "penalty", "placement"]]
     jobs = {j.id: j for j in instance.queue}
     for p in result.placements:
-        n = jobs[p.job_id].num_gpus
+        n = str(jobs[p.job_id].num_gpus)
         if p.gpus:
             where = ",".join(topo.gpu_ids[g] for g in p.gpus)
-            lines.append(
-                f"{p.job_id:<12} {n:>4} {p.action:<8} {p.cost:>7.4f} {p.slowdown:>8.4f} "
-                f"{p.tier:<8} {p.penalty:>7.3f}  {where}"
-            )
+            numbers = [_number(p.cost), f"{p.slowdown:.4f}", p.tier, f"{p.penalty:.3f}"]
+            rows.append([p.job_id, n, p.action, *numbers, where])
         else:
-            lines.append(
-                f"{p.job_id:<12} {n:>4} {p.action:<8} {'-':>7} {'-':>8} {'-':<8} "
-                f"{'-':>7}  not placed: {p.reason}"
-            )
+            rows.append([p.job_id, n, p.action, "-", "-", "-", "-", f"not placed: {p.reason}"])
+    widths = [max(map(len, column)) for column in zip(*rows, strict=True)]
+    right = (False, True, False, True, True, False, True)  # the last column is not padded
+    lines = [head]
+    for row in rows:
+        cells = [
+            cell.rjust(w) if r else cell.ljust(w)
+            for cell, w, r in zip(row, widths, right, strict=False)
+        ]
+        lines.append(" ".join(cells) + "  " + row[-1])
     return "\n".join(lines)
 
 
