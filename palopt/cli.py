@@ -13,6 +13,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from palopt import __version__
 from palopt.errors import PaloptError
@@ -30,6 +31,15 @@ COMMAND_MODULES = (
 
 
 class _Parser(argparse.ArgumentParser):
+    """Prints usage errors as ``palopt: error: ...``; every command's parser also takes ``-v``."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.prog != "palopt":  # -v after the command too; unset unless given there
+            self.add_argument(
+                "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more logging"
+            )
+
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
         self.exit(2, f"palopt: error: {message}\n")
@@ -41,7 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     Returns
     -------
     argparse.ArgumentParser
-        The ``palopt`` parser: a ``-v``/``--verbose`` count, ``--version``, and one sub-command
+        The ``palopt`` parser: a ``-v``/``--verbose`` count (before or after the command),
+        ``--version``, and one sub-command
         per command of :data:`COMMAND_MODULES`. Parsed arguments name the command in ``command``
         and hold the function that runs it in ``func``. On bad arguments it prints the usage and
         the error to stderr and exits with code 2.
@@ -51,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args = build_parser().parse_args(["-v", "topology", "show", __file__])
     >>> args.verbose, args.command, args.topology_command, args.file.name
     (1, 'topology', 'show', 'cli.py')
+
+    ``-v`` may also follow the command:
+
+    >>> build_parser().parse_args(["topology", "show", __file__, "-vv"]).verbose
+    2
     """
     parser = _Parser(
         prog="palopt", description="Place ML jobs on GPU clusters: solve, simulate, benchmark."

@@ -457,9 +457,12 @@ def test_a_reader_that_went_away_is_not_an_error(monkeypatch, tmp_path):
     assert stderr.closed  # nothing more said: the reader is gone
 
 
-def test_verbose_lowers_the_log_level(tmp_path, artifact_dir):
-    # -v shows INFO records (the sweep's count of cells), which are hidden by default
-    args = [sys.executable, "-m", "palopt.cli", "-v", "reproduce", "fig13", "--out", str(tmp_path)]
+@pytest.mark.parametrize("after", [False, True], ids=["before-command", "after-command"])
+def test_verbose_lowers_the_log_level(tmp_path, artifact_dir, after):
+    # -v shows INFO records (the sweep's count of cells), which are hidden by default; it may
+    # come before the command or among the command's arguments
+    command = ["reproduce", "fig13", "--out", str(tmp_path)]
+    args = [sys.executable, "-m", "palopt.cli", *((*command, "-v") if after else ("-v", *command))]
     args += ["--data", str(artifact_dir), "--no-plots", "--no-progress", "--workers", "1"]
     args += ["--jobs", "1", "--loads", "8"]
     proc = subprocess.run(args, capture_output=True, text=True, check=False)
