@@ -114,9 +114,9 @@ def format_result(instance: Instance, result: PlacementResult) -> str:
     jobs = {j.id: j for j in instance.queue}
     for p in result.placements:
         n = str(jobs[p.job_id].num_gpus)
-        if p.gpus:
+        if p.gpus and p.cost is not None:
             where = ",".join(topo.gpu_ids[g] for g in p.gpus)
-            numbers = [_number(p.cost), f"{p.slowdown:.4f}", p.tier, f"{p.penalty:.3f}"]
+            numbers = [_number(p.cost), f"{p.slowdown:.4f}", f"{p.tier}", f"{p.penalty:.3f}"]
             rows.append([p.job_id, n, p.action, *numbers, where])
         else:
             rows.append([p.job_id, n, p.action, "-", "-", "-", "-", f"not placed: {p.reason}"])
