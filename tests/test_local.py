@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 
 from palopt import Instance, Job, build_cluster
 from palopt.cost import assert_feasible
-from palopt.solvers.greedy import PACKING, GreedyPlacer
+from palopt.solvers.greedy import PACKING, GreedyPlacer, GreedySolver
 from palopt.solvers.local import polish
 from palopt.solvers.round import make_round, round_cost
 
@@ -48,13 +50,14 @@ def test_tied_bottleneck_gpus_are_traded_together() -> None:
     assert round_cost(inst, out) == pytest.approx(4.0)
 
 
+_SPREAD = (Job("x", 4, "A"), Job("y", 4, "B"))
+
+
 def test_consolidation_pulls_two_spread_jobs_into_one_rack_each() -> None:
     # Two racks of two 2-GPU servers, all GPUs alike. Both 4-GPU jobs start spread over both
     # racks (penalty 2.0). Swapping one GPU at a time leaves both spread, so only the
     # consolidation move finds the placement with each job in a rack (1.7).
-    sd = np.ones((2, 8))
-    queue = (Job("x", 4, "A"), Job("y", 4, "B"))
-    inst = Instance(build_cluster(2, 2, 2), ("A", "B"), sd, PENALTY, queue)
+    inst = Instance(build_cluster(2, 2, 2), ("A", "B"), np.ones((2, 8)), PENALTY, _SPREAD)
     rnd = make_round(inst)
     start = {0: np.array([0, 1, 4, 5]), 1: np.array([2, 3, 6, 7])}
     out = polish(rnd, start)
@@ -147,3 +150,35 @@ def test_each_greedy_pass_reports_the_weighted_cost_of_its_placement(
             assert_feasible(inst, _assignment(inst, chosen))
             assert sorted(chosen) == order
             assert cost == pytest.approx(round_cost(inst, chosen), rel=1e-9)
+
+
+def test_polish_starts_no_move_after_its_deadline() -> None:
+    # The consolidation round of the test above, with a deadline already past: nothing moves.
+    # A deadline far ahead changes nothing against none.
+    inst = Instance(build_cluster(2, 2, 2), ("A", "B"), np.ones((2, 8)), PENALTY, _SPREAD)
+    rnd = make_round(inst)
+    start = {0: np.array([0, 1, 4, 5]), 1: np.array([2, 3, 6, 7])}
+    late = polish(rnd, start, deadline=time.perf_counter())
+    assert {p: g.tolist() for p, g in late.items()} == {0: [0, 1, 4, 5], 1: [2, 3, 6, 7]}
+    ahead = polish(rnd, start, deadline=time.perf_counter() + 3600)
+    assert {p: g.tolist() for p, g in ahead.items()} == {
+        p: g.tolist() for p, g in polish(rnd, start).items()
+    }
+
+
+def test_greedy_local_search_stops_at_the_time_limit() -> None:
+    inst = _random_instance((3, 2, 8), 5, 0.0, 1.0)
+    solver = GreedySolver()
+    free = solver.solve(inst)
+    assert "stopped_at_time_limit" not in free.settings
+    # A limit too small for any move: the passes as they were, no cheaper than after the search
+    cut = solver.solve(inst, time_limit=1e-9)
+    assert_feasible(inst, cut)
+    assert cut.settings["stopped_at_time_limit"] is True
+    assert cut.settings["time_limit"] == 1e-9
+    assert cut.objective > free.objective  # local search gains on this round
+    # A limit never reached: the same placement as without one
+    roomy = solver.solve(inst, time_limit=3600)
+    assert_feasible(inst, roomy)
+    assert roomy.settings["stopped_at_time_limit"] is False
+    assert roomy.assignment() == free.assignment()

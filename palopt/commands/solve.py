@@ -38,7 +38,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--time-limit",
         type=float,
         default=None,
-        help=f"seconds (exact solvers; default {DEFAULT_TIME_LIMIT:g})",
+        help=f"seconds (exact solvers, default {DEFAULT_TIME_LIMIT:g}; the greedy's local search "
+        "stops at it)",
     )
     p.add_argument(
         "--option",

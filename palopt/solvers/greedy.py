@@ -16,7 +16,8 @@ packing matters more than a few percent of slowdown. The two cheapest passes are
 local search (:mod:`palopt.solvers.local`: GPU swaps, moves that pull a spread job into one
 group, trades between jobs of one size), and the cheaper result is kept: which pass polishes
 best is not always the one that starts cheapest. On the full-load 4,096-GPU benchmark rounds
-local search takes 0.7-5.4% off a pass's cost; the whole greedy takes 0.4-0.7 s there.
+local search takes 0.7-5.4% off a pass's cost; the whole greedy takes 0.1-0.5 s there. Given a
+time limit, local search stops at it (the passes themselves always run to the end).
 
 The greedy places exactly the jobs of :func:`palopt.solvers.round.make_round` (the admitted prefix,
 or the first-fit set), so its cost compares directly with the exact solvers' optimum; it is also
@@ -219,7 +220,7 @@ class GreedyPlacer:
         return total + placed[0], {**chosen, **placed[1]}
 
 
-def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
+def greedy_assignment(rnd: Round, deadline: float | None = None) -> dict[int, np.ndarray]:
     """Three greedy passes over ``rnd``'s open jobs; the two cheapest are improved by local
     search (:func:`palopt.solvers.local.polish`) and the cheaper result is returned. The passes:
     queue order, cheapest placement each; largest first with packing (:data:`PACKING`), the 1-GPU
@@ -230,6 +231,9 @@ def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
     ----------
     rnd : Round
         The round whose open jobs are placed, on its free GPUs (fixed jobs are left out).
+    deadline : float, optional
+        A :func:`time.perf_counter` reading at which local search stops; ``None``: none, and the
+        result depends on ``rnd`` alone.
 
     Returns
     -------
@@ -258,7 +262,8 @@ def greedy_assignment(rnd: Round) -> dict[int, np.ndarray]:
         packer.place_split(big_first),
         packer.place(big_last),
     )
-    polished = [polish(rnd, chosen) for _, chosen in sorted(passes, key=lambda o: o[0])[:POLISHED]]
+    cheapest = sorted(passes, key=lambda o: o[0])[:POLISHED]
+    polished = [polish(rnd, chosen, deadline=deadline) for _, chosen in cheapest]
     return min(polished, key=lambda chosen: round_cost(rnd.instance, chosen))
 
 
@@ -285,13 +290,23 @@ class GreedySolver:
     def solve(
         self, instance: Instance, *, time_limit: float | None = None, seed: int | None = None
     ) -> PlacementResult:
-        """Place the round's jobs; ``time_limit`` and ``seed`` are checked, then ignored
-        (deterministic)."""
+        """Place the round's jobs; ``seed`` is checked, then ignored.
+
+        Without ``time_limit`` the result depends on ``instance`` alone. With it, local search
+        stops at the limit and the best placement so far is returned, so the result may depend
+        on the machine's speed; the three greedy passes always run to the end, so a solve can
+        take longer than a very small limit. ``settings["stopped_at_time_limit"]`` says whether
+        the limit was reached.
+        """
         started = time.perf_counter()
         check_arguments(instance, time_limit, seed)
+        deadline = None if time_limit is None else started + time_limit
         rnd = make_round(instance, self.mode, self.keep_running)
-        chosen = {**rnd.fixed, **greedy_assignment(rnd)}
+        chosen = {**rnd.fixed, **greedy_assignment(rnd, deadline)}
         settings: dict[str, Any] = {"mode": self.mode, "keep_running": self.keep_running}
+        if deadline is not None:
+            settings["time_limit"] = time_limit
+            settings["stopped_at_time_limit"] = time.perf_counter() >= deadline
         reasons = unselected_reasons(rnd, self.mode)
         return build_result(instance, self.name, chosen, reasons, started, settings=settings)
 

@@ -14,11 +14,13 @@ Three moves, each made only if the round's weighted cost falls:
 - *exchange*: two jobs of the same size trade their GPU sets.
 
 Rounds of moves repeat until a round gains less than :data:`MIN_GAIN` of the cost, or
-``max_rounds``. The search has no randomness and no clock, so a placement always polishes to the
-same result.
+``max_rounds``, or (if given) a deadline passes, checked before each move. The search has no
+randomness, so without a deadline a placement always polishes to the same result.
 """
 
 from __future__ import annotations
+
+import time
 
 import numpy as np
 
@@ -247,7 +249,10 @@ class _State(Incumbent):
 
 
 def polish(
-    rnd: Round, chosen: dict[int, np.ndarray], max_rounds: int = MAX_ROUNDS
+    rnd: Round,
+    chosen: dict[int, np.ndarray],
+    max_rounds: int = MAX_ROUNDS,
+    deadline: float | None = None,
 ) -> dict[int, np.ndarray]:
     """Improve a placement of ``rnd``'s open jobs by local search (see the module docs).
 
@@ -258,6 +263,9 @@ def polish(
         Queue position -> GPU indices, for every open position of ``rnd``.
     max_rounds : int
         Rounds of moves at most.
+    deadline : float, optional
+        A :func:`time.perf_counter` reading after which no move starts (the best placement so
+        far is returned); ``None``: none.
 
     Returns
     -------
@@ -278,17 +286,28 @@ def polish(
     if not chosen:
         return {}
     state = _State(rnd, chosen)
+    _search(state, max_rounds, deadline if deadline is not None else np.inf)
+    return {p: np.sort(g) for p, g in state.best.items()}
+
+
+def _search(state: _State, max_rounds: int, deadline: float) -> None:
+    """Rounds of moves on ``state`` until one gains little, ``max_rounds``, or ``deadline``."""
     for _ in range(max_rounds):
         before = float(state.cost.sum())
         for a in np.flatnonzero(state.dirty).tolist():
+            if time.perf_counter() >= deadline:
+                return
             state.dirty[a] = False
             state.swap(a)
         spread = np.flatnonzero(
             state.placed & (state.tier > 0) & (state.k <= state.room[state.tier - 1])
         )
         for a in spread.tolist():
+            if time.perf_counter() >= deadline:
+                return
             state.consolidate(a)
+        if time.perf_counter() >= deadline:
+            return
         state.exchange()
         if float(state.cost.sum()) > before * (1 - MIN_GAIN):
-            break
-    return {p: np.sort(g) for p, g in state.best.items()}
+            return
