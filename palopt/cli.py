@@ -52,10 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     -------
     argparse.ArgumentParser
         The ``palopt`` parser: a ``-v``/``--verbose`` count (before or after the command),
-        ``--version``, and one sub-command
-        per command of :data:`COMMAND_MODULES`. Parsed arguments name the command in ``command``
-        and hold the function that runs it in ``func``. On bad arguments it prints the usage and
-        the error to stderr and exits with code 2.
+        ``--version``, and one sub-command per command of :data:`COMMAND_MODULES`. Parsed
+        arguments name the command in ``command`` and hold the function that runs it in
+        ``func``. On bad arguments it prints the usage and the error to stderr and exits with
+        code 2.
 
     Examples
     --------
