@@ -22,6 +22,7 @@ __all__ = ["main", "build_parser"]
 
 COMMAND_MODULES = (
     "palopt.commands.solve",
+    "palopt.commands.instance",
     "palopt.commands.profile",
     "palopt.commands.topology",
     "palopt.commands.bench",

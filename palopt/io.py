@@ -64,6 +64,9 @@ __all__ = [
     "instance_from_dict",
     "instance_to_dict",
     "load_instance",
+    "load_topology",
+    "queue_from_list",
+    "busy_from_list",
     "read_csv",
     "read_json",
     "read_text",
@@ -255,18 +258,87 @@ def instance_from_dict(data: Any) -> Instance:
     if "penalties" not in data:
         raise InputError("penalties", None, "required field is missing")
     penalty = penalty_matrix(topo, classes_t, data["penalties"])
-    busy_ids = data.get("busy", [])
-    if not isinstance(busy_ids, list):
-        raise InputError("busy", busy_ids, "expected a list of GPU ids")
-    busy = np.zeros(topo.n_gpus, dtype=bool)
-    index = topo.indices(busy_ids, "busy")
-    if len(np.unique(index)) < len(index):
-        twice = next(g for i, g in enumerate(busy_ids) if g in busy_ids[:i])
-        raise InputError("busy", twice, "listed twice")
-    busy[index] = True
-    queue_data = require_field(data, "queue", list, "")
-    queue = tuple(_job_from_dict(topo, i, j) for i, j in enumerate(queue_data))
+    busy = busy_from_list(topo, data.get("busy", []))
+    queue = queue_from_list(topo, require_field(data, "queue", list, ""))
     return Instance(topo, classes_t, slowdown, penalty, queue, busy, meta)
+
+
+def queue_from_list(topology: Topology, data: Any) -> tuple[Job, ...]:
+    """The jobs of an instance file's ``queue`` list (GPU ids read against ``topology``).
+
+    Parameters
+    ----------
+    topology : Topology
+    data : list
+        Job objects: ``id``, ``num_gpus``, ``class``, optional ``weight`` and ``current_gpus``.
+
+    Returns
+    -------
+    tuple of Job
+
+    Raises
+    ------
+    InputError
+        Naming the bad field (``queue[3].num_gpus``) and value; a job's class and size are
+        checked against an instance by :class:`~palopt.instance.Instance`.
+
+    Examples
+    --------
+    >>> queue_from_list(parse_shape("1x2"), [{"id": 7, "num_gpus": 1, "class": "A",
+    ...                                       "current_gpus": ["gpu1"]}])
+    (Job(id='7', num_gpus=1, job_class='A', weight=1.0, current_gpus=(1,)),)
+    """
+    if not isinstance(data, list):
+        raise InputError("queue", type(data).__name__, "expected a list of jobs")
+    return tuple(_job_from_dict(topology, i, j) for i, j in enumerate(data))
+
+
+def busy_from_list(topology: Topology, ids: Any, field: str = "busy") -> np.ndarray:
+    """The mask of the GPUs an instance file's ``busy`` list names (``field`` in messages).
+
+    Raises
+    ------
+    InputError
+        For anything but a list of GPU ids of ``topology``, each listed once.
+
+    Examples
+    --------
+    >>> busy_from_list(parse_shape("1x3"), ["gpu2"]).tolist()
+    [False, False, True]
+    """
+    if not isinstance(ids, list):
+        raise InputError(field, ids, "expected a list of GPU ids")
+    busy = np.zeros(topology.n_gpus, dtype=bool)
+    index = topology.indices(ids, field)
+    if len(np.unique(index)) < len(index):
+        twice = next(g for i, g in enumerate(ids) if g in ids[:i])
+        raise InputError(field, twice, "listed twice")
+    busy[index] = True
+    return busy
+
+
+def load_topology(path: str | Path) -> Topology:
+    """The topology of a topology JSON file (node-link or ``{"shape": ...}``) or instance file.
+
+    Raises
+    ------
+    InputError
+        For invalid JSON (with line and column) or an invalid topology, named by the file.
+    OSError
+        If the file cannot be read.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/t.json", '{"shape": "2x4"}')
+    ...     load_topology(f"{folder}/t.json").n_gpus
+    8
+    """
+    data = read_json(path)
+    if isinstance(data, dict) and data.get("format") == FORMAT:
+        return topology_from_spec(data.get("topology"), f"{path}: topology")
+    return topology_from_spec(data, str(path))
 
 
 def instance_to_dict(instance: Instance, **meta: str) -> dict[str, Any]:

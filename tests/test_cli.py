@@ -264,6 +264,9 @@ def test_an_empty_file_name_is_refused_by_its_argument(argv, instance_file, caps
     assert "'': an empty file name" in capsys.readouterr().err
 
 
+_BUILD = ("--queue", "{inst}", "--profile", "{inst}", "--penalties", "1.7", "-o", "{out}")
+
+
 @pytest.mark.parametrize(
     ("argv", "argument"),
     [
@@ -278,6 +281,10 @@ def test_an_empty_file_name_is_refused_by_its_argument(argv, instance_file, caps
         (["profile", "show", "{f}"], "file"),
         (["profile", "assign", "{f}", "--cluster", "2x4", "-o", "{out}"], "file"),
         (["profile", "import", "{f}", "--id", "gpu", "--value", "perf", "-o", "{out}"], "file"),
+        (["profile", "assign", "{inst}", "--topology", "{f}", "-o", "{out}"], "--topology"),
+        (["instance", "build", "--cluster", "2x4", *_BUILD, "--profile", "{f}"], "--profile"),
+        (["instance", "build", "--topology", "{f}", *_BUILD, "--profile", "{inst}"], "--topology"),
+        (["instance", "build", "--cluster", "2x4", *_BUILD, "--queue", "{f}"], "--queue"),
         (["sweep", "{f}"], "grid"),
     ],
 )

@@ -10,6 +10,7 @@ import numpy as np
 from palopt.binning import METHODS, bin_values
 from palopt.commands import check_output, file_path, image_path, input_file
 from palopt.errors import InputError
+from palopt.io import load_topology
 from palopt.topology import parse_shape
 from palopt.variability import (
     MISSING_RULES,
@@ -89,14 +90,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="give a simulated cluster's GPUs the values of measured GPUs",
         description="Draw measured GPUs (or whole servers) for every GPU of a cluster, keeping "
         "each GPU's values for all classes together, and write the profile keyed "
-        "by the cluster's GPU ids (gpu0, gpu1, ...), with the measured origin.",
+        "by the cluster's GPU ids (gpu0, gpu1, ... for a shape), with the measured origin.",
     )
     p.add_argument("file", type=input_file, help="profile file (palopt.profile/1 JSON)")
-    p.add_argument(
+    cluster = p.add_mutually_exclusive_group(required=True)
+    cluster.add_argument(
         "--cluster",
-        required=True,
         metavar="SHAPE",
         help="SERVERSxGPUS or RACKSxSERVERSxGPUS, e.g. 2x32x4",
+    )
+    cluster.add_argument(
+        "--topology",
+        type=input_file,
+        help="or the cluster of a topology JSON file (`palopt topology build`) or instance file",
     )
     p.add_argument("--seed", type=int, help="draw with this seed (default: profile order)")
     p.add_argument(
@@ -194,12 +200,12 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def cmd_assign(args: argparse.Namespace) -> int:
     """Assign a profile to a cluster."""
-    check_output(args.out, [args.file], "--out")
-    topology = parse_shape(args.cluster)
+    check_output(args.out, [args.file, args.topology], "--out")
+    topology = parse_shape(args.cluster) if args.cluster else load_topology(args.topology)
     profile = assign_profile(load_profile(args.file), topology, args.seed, args.missing, args.by)
     save_profile(profile, args.out)
     print(
-        f"{args.out}: {topology.n_gpus} GPUs ({args.cluster}), classes "
+        f"{args.out}: {topology.n_gpus} GPUs ({args.cluster or args.topology}), classes "
         f"{', '.join(profile.classes)}, from {len(set(profile.origin))} measured GPUs"
     )
     return 0

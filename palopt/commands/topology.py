@@ -13,7 +13,7 @@ from palopt.hostlist import expand_hostlist
 from palopt.importers.assemble import assemble_topology
 from palopt.importers.nvidia_smi import GpuMatrix, read_nvidia_smi
 from palopt.importers.slurm import read_topology_conf
-from palopt.io import FORMAT, read_json, topology_from_spec, write_text
+from palopt.io import load_topology, write_text
 from palopt.topology import Topology
 from palopt.topology_view import draw, summarize
 
@@ -128,20 +128,6 @@ def cmd_build(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
-
-
-def load_topology(path: Path) -> Topology:
-    """The topology of a topology JSON file (node-link or ``{"shape": ...}``) or instance file.
-
-    Raises
-    ------
-    InputError
-        For invalid JSON (with line and column) or an invalid topology.
-    """
-    data = read_json(path)
-    if isinstance(data, dict) and data.get("format") == FORMAT:
-        return topology_from_spec(data.get("topology"), f"{path}: topology")
-    return topology_from_spec(data, str(path))
 
 
 def cmd_show(args: argparse.Namespace) -> int:

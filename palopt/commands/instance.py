@@ -1,0 +1,118 @@
+"""``palopt instance build``: join a cluster, a variability profile and a queue into an instance."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from palopt.binning import METHODS
+from palopt.commands import check_output, file_path, input_file
+from palopt.errors import InputError, counted
+from palopt.io import busy_from_list, load_topology, queue_from_list, read_json, save_instance
+from palopt.topology import parse_shape
+from palopt.variability import build_instance, load_profile
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the ``instance`` command group."""
+    group = sub.add_parser("instance", help="build instance files")
+    cmds = group.add_subparsers(dest="instance_command", required=True, parser_class=type(group))
+    p = cmds.add_parser(
+        "build",
+        help="join a cluster, a profile and a queue into an instance file",
+        description="Write a palopt.instance/1 file: the cluster of --cluster or --topology, "
+        "each class's slowdowns from a profile assigned to that cluster (`palopt profile "
+        "assign`), binned into levels, the locality penalties, busy GPUs and the queue.",
+    )
+    cluster = p.add_mutually_exclusive_group(required=True)
+    cluster.add_argument(
+        "--cluster", metavar="SHAPE", help="SERVERSxGPUS or RACKSxSERVERSxGPUS, e.g. 2x32x4"
+    )
+    cluster.add_argument(
+        "--topology",
+        type=input_file,
+        help="or the cluster of a topology JSON file (`palopt topology build`) or instance file",
+    )
+    p.add_argument(
+        "--profile",
+        type=input_file,
+        required=True,
+        help="profile file keyed by the cluster's GPU ids (`palopt profile assign`)",
+    )
+    p.add_argument(
+        "--queue",
+        type=input_file,
+        required=True,
+        help="JSON list of jobs in the scheduler's order, as in an instance file: "
+        '[{"id": "j1", "num_gpus": 2, "class": "classA"}, ...]',
+    )
+    p.add_argument(
+        "--penalties",
+        required=True,
+        metavar="JSON",
+        help="locality penalties as in an instance file: a number (1.7: within a server 1.0, "
+        'beyond 1.7), or an object such as \'{"rack": 1.7, "cluster": 2.0}\'',
+    )
+    p.add_argument(
+        "--busy",
+        default="",
+        metavar="IDS",
+        help="comma-separated ids of GPUs no queued job may use",
+    )
+    p.add_argument(
+        "--binning",
+        choices=METHODS,
+        default="kmeans",
+        help="how slowdowns are binned into levels (default: kmeans)",
+    )
+    p.add_argument("--name", help="the instance's name")
+    p.add_argument("--out", "-o", type=file_path, required=True, help="instance file to write")
+    p.set_defaults(func=cmd_build)
+
+
+def _penalties(text: str) -> Any:
+    """``--penalties`` parsed as JSON (checked as an instance's penalties later)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise InputError(
+            "--penalties", text, "expected a number or a JSON object, e.g. '{\"rack\": 1.7}'"
+        ) from None
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Build an instance file."""
+    check_output(args.out, [args.topology, args.profile, args.queue], "--out")
+    penalties = _penalties(args.penalties)
+    topology = parse_shape(args.cluster) if args.cluster else load_topology(args.topology)
+    profile = load_profile(args.profile)
+    if profile.gpus != topology.gpu_ids:
+        cluster = f"--cluster {args.cluster}" if args.cluster else f"--topology {args.topology}"
+        raise InputError(
+            "--profile",
+            str(args.profile),
+            f"its GPUs ({', '.join(profile.gpus[:2])}, ...) are not the cluster's "
+            f"({', '.join(topology.gpu_ids[:2])}, ...); assign it first: "
+            f"palopt profile assign {args.profile} {cluster} -o ASSIGNED.json",
+        )
+    try:
+        queue = queue_from_list(topology, read_json(args.queue))
+    except InputError as exc:  # the file named: several are in play
+        raise InputError(f"{args.queue}: {exc.field}", exc.value, exc.problem) from None
+    ids = [g.strip() for g in args.busy.split(",") if g.strip()]
+    busy = busy_from_list(topology, ids, "--busy")
+    instance = build_instance(profile, topology, penalties, queue, args.binning, busy)
+    cluster = args.cluster or str(args.topology)
+    source = f"palopt instance build: cluster {cluster}, profile {args.profile}"
+    source += f" ({profile.source})" if profile.source else ""
+    meta = {"source": f"{source}, queue {args.queue}"}
+    if args.name is not None:
+        meta["name"] = args.name
+    save_instance(instance, args.out, **meta)
+    print(
+        f"{args.out}: {counted(topology.n_gpus, 'GPU')}, "
+        f"{counted(len(instance.classes), 'class')}, {counted(len(queue), 'queued job')}, "
+        f"{counted(int(busy.sum()), 'busy GPU')}"
+    )
+    return 0
