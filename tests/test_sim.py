@@ -917,3 +917,76 @@ def test_simulator_arguments_and_lifecycle():
 def test_correlated_profile_refuses_bad_arguments(args, field):
     with pytest.raises(InputError, match=f"^{field} = "):
         correlated_profile(*args, seed=0)
+
+
+# --- rounding at round boundaries, extra job ids, strict JSON ---------------------------------
+
+
+@pytest.mark.parametrize("busy", [True, False])
+@pytest.mark.parametrize("shortcuts", [True, False])
+def test_skipping_ahead_lands_on_the_round_the_clock_admits_in(busy, shortcuts):
+    # R = 0.3 s: 2.1 / 0.3 is 7.000000000000001, but round 7 starts at 7 x 0.3 = 2.1, when a
+    # job submitted at 2.1 is due. Skipping ahead (idle cluster, or FIFO fast-forward) used
+    # ceil(2.1 / 0.3) = 8 and admitted it at 2.4; stepping admitted it at 2.1.
+    topo = build_cluster(1, 1, 4)
+    trace = [job("a", 1, 0, 100)] * busy + [job("b", 1, 2.1, 0.05)]
+    cfg = SimConfig(0.3, shortcuts=shortcuts, check=True)
+    res = simulate(topo, flat(4), trace, "packed-sticky", "fifo", cfg)
+    k = [j.id for j in res.jobs.jobs].index("b")
+    assert res.jobs.first_start[k] == 7 * 0.3 == 2.1
+
+
+@pytest.mark.parametrize(("horizon", "last"), [(2.1, 6), (0.9, 3)])
+def test_a_horizon_keeps_the_rounds_that_start_before_it_by_the_clock(horizon, last):
+    # Round k starts at k x 0.3: round 7 at 2.1 (not before a 2.1 s horizon; ceil gave 8
+    # rounds), round 3 at 0.8999999999999999 (before 0.9; ceil(0.9 / 0.3) = 3 left it out).
+    cfg = SimConfig(0.3, max_time_s=horizon, shortcuts=False, check=True)
+    res = simulate(build_cluster(1, 1, 1), flat(1), [job("a", 1, 0, 1000)], "pal", "fifo", cfg)
+    assert [r.round for r in res.rounds][-1] == last
+    assert all(r.time < horizon for r in res.rounds)
+
+
+def test_extra_jobs_never_reuse_a_trace_id():
+    # A trace job named x0 and the first extra job (x0) were two jobs of one id: the solver's
+    # instance refused the queue ("queue[1].id = 'x0': duplicate job id") mid-run.
+    trace = [job("x0", 1, 0, 100_000), job("b", 1, 0, 100)]
+    extra = extra_jobs(trace, 3)
+    assert [j.id for j in extra] == ["xx0", "xx1", "xx2"]
+    assert [j.id for j in extra_jobs([job("x", 1, 0, 1), job("xa1", 1, 0, 1)], 1)] == ["x0"]
+    cfg = SimConfig(round_s=360, extra_jobs=True, max_time_s=100_000, check=True)
+    res = simulate(build_cluster(1, 1, 4), flat(4), trace, "pal", "fifo", cfg)
+    ids = [j.id for j in res.jobs.jobs]
+    assert len(ids) == len(set(ids)) and len(ids) > 2
+
+
+@pytest.mark.parametrize(("iters", "rounds"), [(1000, 17), (2000, 34)])
+def test_a_job_done_at_a_round_boundary_is_not_charged_another_round(iters, rounds):
+    # Two servers of one GPU: a 2-GPU job runs at 1 / 1.7 speed, 100 / 1.7 iterations a round.
+    # 2,000 iterations take exactly 34 rounds, but the float sum of 34 rounds fell short
+    # (1999.9999999999995) and the job completed at 3,500 s, a round late.
+    topo = build_cluster(1, 2, 1)
+    cfg = SimConfig(100, penalties=1.7, check=True)
+    res = simulate(topo, flat(2), [job("a", 2, 0, iters)], "pal", "fifo", cfg)
+    assert res.jobs.finish[0] == rounds * 100.0
+    res = simulate(
+        topo, flat(2), [job("a", 2, 0, iters)], "pal", "fifo", replace(cfg, completion="exact")
+    )
+    assert (
+        res.jobs.finish[0] == pytest.approx(rounds * 100.0) and res.jobs.finish[0] <= rounds * 100
+    )
+
+
+def test_summary_json_is_strict_json_when_no_job_completed(tmp_path):
+    import json
+
+    from palopt.sim.metrics import write_outputs
+
+    cfg = SimConfig(round_s=100, max_time_s=100, check=True)
+    res = simulate(build_cluster(1, 1, 1), flat(1), [job("a", 1, 0, 1000)], "pal", "fifo", cfg)
+    write_outputs(res, tmp_path, plots=False)
+
+    def refuse(name):
+        raise ValueError(name)
+
+    s = json.loads((tmp_path / "summary.json").read_text(), parse_constant=refuse)
+    assert s["avg_jct_h"] is None and s["unfinished"] == 1

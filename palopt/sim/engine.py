@@ -70,6 +70,10 @@ MIN_ROUND_S = 1e-3
 
 WAITING, RUNNING, DONE = 1, 2, 3
 
+#: A job whose iterations done are within this fraction of its total has completed: the float
+#: sum of its rounds' progress may fall an ulp or so short of a total reached exactly.
+COMPLETION_RTOL = 1e-12
+
 
 class SimulationStalled(PaloptError):
     """The simulation made no progress for too long (a job that can never be placed, or jobs
@@ -376,12 +380,24 @@ class Simulator:
         self._tracked_left = int(self.jobs.tracked.sum())
         # run() simulates rounds 0 .. _end_round - 1: those that start before the horizon.
         self._end_round: float = (
-            math.inf if cfg.max_time_s is None else math.ceil(cfg.max_time_s / cfg.round_s)
+            math.inf if cfg.max_time_s is None else self._first_round_at(cfg.max_time_s)
         )
         if cfg.extra_jobs:
             self._add_extra()
 
     # -- helpers -----------------------------------------------------------------------
+    def _first_round_at(self, t: float) -> int:
+        """The first round whose start (``round x round_s``, as :attr:`time` computes it) is at
+        or after ``t``. ``ceil(t / round_s)`` alone can be one off: with R = 0.3 s, 2.1 / 0.3 is
+        7.000000000000001, but round 7 starts at 7 x 0.3 = 2.1."""
+        R = self.config.round_s
+        k = max(math.ceil(t / R), 0)
+        while k > 0 and (k - 1) * R >= t:
+            k -= 1
+        while k * R < t:
+            k += 1
+        return k
+
     def _add_extra(self) -> None:
         count = self._n_extra + max(len(self.trace), 1)
         new = extra_jobs(self.trace, count, self.config.extra_rate, self.config.extra_seed)
@@ -424,13 +440,19 @@ class Simulator:
         jt.iters_done[run] = before + usable / iter_time
         jt.attained_s[run] += R
         jt.attained_gpu_s[run] += R * jt.num_gpus[run]
-        done = run[jt.iters_done[run] >= jt.iters_total[run]]
+        # Done up to rounding: the sum of a round's iterations (R / iteration time, rarely exact)
+        # over the rounds a job needs fell short by an ulp and charged it one more round (2,000
+        # iterations at 100 / 1.7 per round: 34 rounds summed to 1999.9999999999995).
+        done = run[jt.iters_done[run] >= jt.iters_total[run] * (1.0 - COMPLETION_RTOL)]
         if len(done) == 0:
             return 0
         if self.config.completion == "exact":
             k = np.isin(run, done)
             left = (jt.iters_total[run] - before)[k]
-            jt.finish[done] = self.time - R + (R - usable[k]) + left * iter_time[k]
+            # (at most this round's start: the sum above may overshoot it by rounding)
+            jt.finish[done] = np.minimum(
+                self.time - R + (R - usable[k]) + left * iter_time[k], self.time
+            )
         else:
             jt.finish[done] = self.time
         jt.status[done] = DONE
@@ -738,7 +760,7 @@ class Simulator:
             self._add_extra()
         skip = np.inf
         if self._next_arrival < len(jt):
-            skip = math.ceil(jt.submit[self._next_arrival] / R) - self.round
+            skip = self._first_round_at(float(jt.submit[self._next_arrival])) - self.round
         inc = R / (jt.cost[run] * jt.base[run])
         rounds_left = np.ceil((jt.iters_total[run] - jt.iters_done[run]) / inc)
         skip = int(min(skip, rounds_left.min() - 2, self._end_round - self.round))
@@ -773,10 +795,10 @@ class Simulator:
 
     def _skip_to_next_arrival(self) -> None:
         """Jump over empty rounds (nothing running or waiting) to the next arrival's round."""
-        jt, R = self.jobs, self.config.round_s
+        jt = self.jobs
         if self._next_arrival >= len(jt):
             return
-        target = math.ceil(jt.submit[self._next_arrival] / R)
+        target = self._first_round_at(float(jt.submit[self._next_arrival]))
         self.round = max(self.round, target)
 
     def run(self, progress: Callable[[int], None] | None = None) -> SimResult:

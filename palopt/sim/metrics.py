@@ -317,8 +317,8 @@ def write_outputs(
     -------
     dict
         :func:`summary` of ``res``, with ``settings`` if ``meta`` was given: what
-        ``summary.json`` holds. ``jobs.csv`` is :func:`job_table` and ``rounds.csv``
-        :func:`round_table`.
+        ``summary.json`` holds (where a figure is NaN, the file has ``null``: strict JSON).
+        ``jobs.csv`` is :func:`job_table` and ``rounds.csv`` :func:`round_table`.
 
     Examples
     --------
@@ -345,7 +345,9 @@ def write_outputs(
         s["settings"] = meta
     write_text(out / "jobs.csv", job_table(res).to_csv(index=False))
     write_text(out / "rounds.csv", round_table(res).to_csv(index=False))
-    write_text(out / "summary.json", json.dumps(s, indent=1) + "\n")
+    # NaN (no tracked job completed) is no JSON value: written as null.
+    plain = {k: None if isinstance(v, float) and v != v else v for k, v in s.items()}
+    write_text(out / "summary.json", json.dumps(plain, indent=1, allow_nan=False) + "\n")
     if plots:
         plot_run(res, out)
     return s

@@ -211,7 +211,8 @@ def extra_jobs(
     Returns
     -------
     tuple of TraceJob
-        With ids ``x<k>`` and ``tracked=False``; empty if ``trace`` is empty or ``count < 1``.
+        With ids ``x<k>`` (``xx<k>``, ... if the trace has an id of that form) and
+        ``tracked=False``; empty if ``trace`` is empty or ``count < 1``.
         Fewer than ``count`` where the next would arrive after :data:`MAX_TIME_S` (a rate so
         low that the simulator's clock never reaches it).
 
@@ -230,6 +231,10 @@ def extra_jobs(
     check_number(rate_per_hour, "rate_per_hour")
     if not trace or count <= 0:
         return ()
+    # ``x<k>`` unless a trace job is named so (its id would be given twice): then ``xx<k>``...
+    prefix = "x"
+    while any(j.id.startswith(prefix) and j.id[len(prefix) :].isdigit() for j in trace):
+        prefix += "x"
     rng = random.Random(seed)
     t = trace[-1].submit_time
     out = []
@@ -239,7 +244,9 @@ def extra_jobs(
         if t + gap > MAX_TIME_S or t + math.ceil(gap) > MAX_TIME_S:
             break
         t += math.ceil(gap)
-        out.append(replace(trace[k % len(trace)], id=f"x{k}", submit_time=float(t), tracked=False))
+        out.append(
+            replace(trace[k % len(trace)], id=f"{prefix}{k}", submit_time=float(t), tracked=False)
+        )
     return tuple(out)
 
 
