@@ -511,6 +511,8 @@ TRACE = "job_id,num_gpus,submit_time,duration,model\n"
         ("0,1,0,100,vgg19\n0,1,5,100,vgg19\n", r"trace\[1\].job_id = '0': duplicate job id"),
         (",1,0,100,vgg19\n", r"trace\[0\].job_id = nan: empty job id"),
         ("0,1,0,100,vgg19,extra\n", "not a readable CSV file"),
+        # a header alone ran a simulation of nothing, whose summary was all NaN
+        ("", r"^trace = 'header only': no jobs$"),
     ],
 )
 def test_trace_rows_are_blamed_where_they_are_wrong(tmp_path, rows, message):

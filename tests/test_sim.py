@@ -560,8 +560,9 @@ def test_correlated_profile_takes_rho_and_sigma_at_their_limits():
 
 def test_bad_inputs():
     topo = build_cluster(1, 1, 2)
-    with pytest.raises(InputError, match="exceeds"):
-        Simulator(topo, flat(2), [job("j", 3, 0, 10)])
+    # named as given (the simulator orders the trace by submit time) and by the job's id
+    with pytest.raises(InputError, match=r"^trace\[1\].num_gpus = 3: job 'j' needs more than"):
+        Simulator(topo, flat(2), [job("i", 1, 5, 10), job("j", 3, 0, 10)])
     with pytest.raises(InputError, match="no profile"):
         Simulator(topo, flat(2), [job("j", 1, 0, 10, cls="Z")])
     with pytest.raises(InputError):
@@ -990,3 +991,12 @@ def test_summary_json_is_strict_json_when_no_job_completed(tmp_path):
 
     s = json.loads((tmp_path / "summary.json").read_text(), parse_constant=refuse)
     assert s["avg_jct_h"] is None and s["unfinished"] == 1
+
+
+def test_no_round_is_recorded_before_the_first_arrival():
+    # Round 0 had nothing to run when the first job arrives later, yet it was recorded (and
+    # counted in the summary's rounds), where every later empty stretch is skipped.
+    cfg = SimConfig(360, check=True)
+    res = simulate(build_cluster(1, 1, 4), flat(4), [job("a", 1, 1000, 10)], "pal", "fifo", cfg)
+    first = res.rounds[0]  # the next (round 4) records the job's completion
+    assert (first.round, first.time, first.arrived, first.started) == (3, 1080, 1, 1)

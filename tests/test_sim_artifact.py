@@ -233,11 +233,12 @@ def test_simulate_cell_checks_keys(artifact_dir):
 
 
 def test_simulate_cell_stops_at_its_horizon(artifact_dir):
-    # Workload 1 under LAS with extra jobs, stopped after 10 h: 149 of its 160 jobs completed.
+    # Workload 1 under LAS with extra jobs, stopped after 10 h: 149 of its 160 jobs completed,
+    # in rounds 1-99 (its first job arrives after round 0, which has nothing to run)
     cell = {"data": str(artifact_dir), "workload": 1, "scheduler": "las", "extra_jobs": True}
     cell["check"] = True
     s = simulate_cell({**cell, "max_time": 36_000.0})
-    assert (s["jobs"], s["unfinished"], s["rounds"]) == (149, 11, 100)
+    assert (s["jobs"], s["unfinished"], s["rounds"]) == (149, 11, 99)
 
 
 def test_cli_simulate_stops_at_max_time(artifact_dir, tmp_path, capsys):
@@ -465,7 +466,7 @@ def test_simulate_cell_names_the_parameter_of_a_missing_file(tmp_path, artifact_
 
 def test_simulate_cell_runs_the_last_sia_philly_workload(artifact_dir):
     s = simulate_cell({"data": str(artifact_dir), "workload": 8, "max_time": 3600.0})
-    assert s["rounds"] == 10 and s["jobs"] + s["unfinished"] > 0
+    assert s["rounds"] == 9 and s["jobs"] + s["unfinished"] > 0  # rounds 1-9: none at t = 0
 
 
 def test_prepare_puts_the_version_and_the_grid_context_in_the_cells_ids(tmp_path):

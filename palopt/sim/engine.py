@@ -42,6 +42,7 @@ from palopt.errors import (
     check_number,
     check_seed,
     check_time_limit,
+    counted,
 )
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.result import PlacementResult
@@ -359,12 +360,14 @@ class Simulator:
         self._base_instance = Instance(topology, profile.classes, profile.rank, self.penalty, ())
         trace = tuple(trace)  # a generator would be used up by the check
         check_trace(trace)
-        self.trace = tuple(sorted(trace, key=lambda j: j.submit_time))  # stable
-        for i, j in enumerate(self.trace):
+        for i, j in enumerate(trace):  # numbered as given
             if j.num_gpus > n:
                 raise InputError(
-                    f"trace[{i}].num_gpus", j.num_gpus, f"exceeds the cluster's {n} GPUs"
+                    f"trace[{i}].num_gpus",
+                    j.num_gpus,
+                    f"job {j.id!r} needs more than the cluster's {counted(n, 'GPU')}",
                 )
+        self.trace = tuple(sorted(trace, key=lambda j: j.submit_time))  # stable
         self.jobs = JobTable(self.trace, self.class_index)
         self._n_extra = 0
         self.round = 0
@@ -384,6 +387,7 @@ class Simulator:
         )
         if cfg.extra_jobs:
             self._add_extra()
+        self._skip_to_next_arrival()  # the first round is the first arrival's, as later ones
 
     # -- helpers -----------------------------------------------------------------------
     def _first_round_at(self, t: float) -> int:

@@ -102,7 +102,8 @@ def summary(res: SimResult) -> dict[str, Any]:
 
 
 def job_table(res: SimResult) -> pd.DataFrame:
-    """One row per job that arrived (extra jobs included, marked ``tracked=False``).
+    """One row per job admitted (at the start of the first round at or after its submit time;
+    extra jobs included, marked ``tracked=False``).
 
     Parameters
     ----------

@@ -99,8 +99,8 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
     Raises
     ------
     InputError
-        For a missing column, an unknown model, an empty or duplicate job id, a size that is not
-        a positive integer, a non-positive duration or one that runs longer than
+        For a missing column, no job, an unknown model, an empty or duplicate job id, a size
+        that is not a positive integer, a non-positive duration or one that runs longer than
         :data:`MAX_TIME_S`, or a submit time outside 0 to :data:`MAX_TIME_S`.
     OSError
         If the file cannot be read.
@@ -121,6 +121,8 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
         raise InputError(
             "trace.columns", list(df.columns), f"missing column(s) {', '.join(missing)}"
         )
+    if df.empty:  # a simulation of nothing: its summary would be all NaN
+        raise InputError("trace", "header only", "no jobs")
     jobs = []
     for i, (jid, n, submit, dur, model) in enumerate(
         zip(*(df[c].tolist() for c in REQUIRED_COLUMNS), strict=True)
