@@ -193,6 +193,59 @@ def test_weights_are_doubled_until_every_job_costs_a_half(weight: float, factor:
     assert r.status == Status.OPTIMAL and r.objective == pytest.approx(brute_force(inst))
 
 
+@pytest.mark.parametrize("magnitude", [1.0, 1e9, 1e100])
+def test_large_weights_are_brought_down_to_costs_of_about_one(magnitude: float) -> None:
+    # Every weight 1e9 (or 1e100): the costs used to stay at about 1e9 / jobs, where a reduced
+    # cost's float error exceeds the pricing tolerance; column generation priced the master's
+    # own columns over and over (2,000 iterations) and this 8-GPU round, proven at once with
+    # weights of 1, ended "feasible" 10% from its bound.
+    sd = np.array([[1.5, 1.5, 1.5, 1.1, 1.5, 1.1, 1.1, 1.5]])
+    queue = tuple(
+        Job(name, k, "A", weight=magnitude) for name, k in (("a", 3), ("b", 1), ("c", 5), ("d", 1))
+    )
+    inst = Instance(build_cluster(1, 2, 4), ("A",), sd, np.array([[1.1, 1.1, 1.43]]), queue)
+    optimum = brute_force(inst)
+    for name, options in EXACT:
+        r = solve(inst, name, time_limit=2.0, **options)
+        assert_feasible(inst, r)
+        assert r.status == Status.OPTIMAL, (name, options, magnitude, r.gap)
+        assert r.objective == pytest.approx(optimum, rel=TOL)
+        assert 0.5 <= r.settings["weight_factor"] * magnitude * 1.1 * 1.1 < 1024
+
+
+def test_a_busy_gpu_does_not_count_among_the_costs_of_a_round() -> None:
+    # GPU 0, busy or kept by its running job, has slowdown 1e-12: no open job can cost that, and
+    # the exact solvers refused the round ("costs = '1e-12 per job to 2.2 per round': span too
+    # wide a range") although its costs lie from 1 to 2.2.
+    topo = build_cluster(1, 2, 2)
+    sd = np.array([[1e-12, 1.0, 1.1, 1.2]])
+    pen = np.array([[1.0, 1.5, 1.5]])
+    busy = Instance(
+        topo,
+        ("A",),
+        sd,
+        pen,
+        (Job("a", 2, "A"), Job("b", 1, "A")),
+        busy=np.eye(1, 4, 0, dtype=bool)[0],
+    )
+    kept = Instance(
+        topo,
+        ("A",),
+        sd,
+        pen,
+        (Job("r", 1, "A", current_gpus=(0,)), Job("a", 2, "A"), Job("b", 1, "A")),
+    )
+    for inst, keep in ((busy, False), (kept, True)):
+        optimum = brute_force(inst, keep_running=keep)
+        for name, options in EXACT:
+            r = solve(inst, name, keep_running=keep, **options)
+            assert_feasible(inst, r)
+            assert r.status == Status.OPTIMAL and r.objective == pytest.approx(optimum, rel=TOL)
+    # Free, the fast GPU is a cost the round can have: still refused at the default scale.
+    with pytest.raises(InputError, match="span too wide a range"):
+        solve(kept, "cpsat")
+
+
 def test_bounds_stay_below_the_optimum_within_the_lp_tolerances() -> None:
     # 1-GPU jobs of weights 1 and 1e6: HiGHS's objective for their transportation LP, the
     # cheap bound, was 2e-6 above the optimum.

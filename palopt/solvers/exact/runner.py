@@ -82,20 +82,32 @@ DEFAULT_GAP = 1e-6
 MAX_SCALED = 2.0**52
 #: The coarsest cost scale: ``optimal`` means within ``gap + 2 / scale`` of the optimum.
 MIN_SCALE = 1e3
+#: :func:`normalised` brings the costs of a round whose cheapest job costs this much or more
+#: down to about 1 (the exact flow's tolerances are absolute); below it they are kept as they
+#: are (a weight factor of 1 for the usual rounds).
+LARGE_COST = 2.0**10
 
 
 def normalised(rnd: Round, scale: float, upper_bound: float) -> tuple[Round, float]:
     """``rnd`` on its instance with every job's weight times a power of two ``f``, and ``f``.
 
-    ``f`` is 1 if the cheapest cost an open job can have is at least 1/2 and ``upper_bound``
-    (the cost of a placement of the open jobs, which bounds every cost the models keep) times
-    the number of open jobs fits :data:`MAX_SCALED` units of ``1 / scale``; otherwise the power
-    of two nearest to 1 that makes both true. A power of two changes no cost's digits, only its
-    exponent, so every placement keeps its rank and each cost divides back exactly. The exact
+    ``f`` is 1 if the cheapest cost an open job can have (on the round's free GPUs) is at least
+    1/2 and under :data:`LARGE_COST`, and ``upper_bound`` (the cost of a placement of the open
+    jobs, which bounds every cost the models keep) times the number of open jobs fits
+    :data:`MAX_SCALED` units of ``1 / scale``; otherwise the power of two that brings the
+    cheapest cost to 1/2 or more, and under 1 when it was :data:`LARGE_COST` or more, if that
+    keeps the sum within :data:`MAX_SCALED` units. A power of two changes no cost's digits, only
+    its exponent, so every placement keeps its rank and each cost divides back exactly. The exact
     flow then works on costs of about 1 whatever the weights: its tolerances (the LP's, the
     pricing's, the rounding of costs to ``1 / scale``) are absolute, and with weights of ``1e-9``
     column generation stopped at once and "proved" the greedy placement optimal, 1-3% above the
-    optimum; with weights of ``1e-4`` the rounding alone left proofs 0.06% off.
+    optimum; with weights of ``1e-4`` the rounding alone left proofs 0.06% off. With every
+    weight ``1e9`` the costs used to be left at about ``1e9 / jobs`` (only as far down as the
+    integer range needs): a reduced cost's float error there exceeds the pricing tolerance
+    (``1e-7``), column generation priced the master's own columns again and again without
+    converging, and rounds of 8 GPUs that weights of 1 prove at once ended ``feasible``, up to
+    10% from their bound. A slowdown of a busy GPU, or of one kept by a running job, is no
+    cost an open job can have: counted, it refused rounds whose costs lie close together.
 
     Parameters
     ----------
@@ -130,15 +142,17 @@ def normalised(rnd: Round, scale: float, upper_bound: float) -> tuple[Round, flo
     inst = rnd.instance
     open_ = np.array(rnd.open_positions, dtype=np.int64)
     cls = inst.job_class_indices()[open_]
-    # Exponents (base 2), free of overflow, of the cheapest cost each open job can have.
+    # Exponents (base 2), free of overflow, of the cheapest cost each open job can have: on the
+    # GPUs the open jobs may use (a busy or kept GPU's slowdown is none of their costs).
     low = (
         np.log2([inst.queue[p].weight for p in open_])
-        + np.log2(inst.slowdown.min(axis=1)[cls])
+        + np.log2(inst.slowdown[:, rnd.free].min(axis=1)[cls])
         + np.log2(inst.penalty[cls, 0])
     )
-    need = int(np.ceil(-1 - low.min()))  # the cheapest job at 1/2 or more
+    need = int(np.ceil(-1 - low.min()))  # the cheapest job at 1/2 or more (under 1 at need)
     room = int(np.floor(np.log2(MAX_SCALED / scale / len(open_)) - np.log2(upper_bound)))
-    k = min(max(need, 0), room)
+    large = low.min() >= np.log2(LARGE_COST)  # costs far above 1: down to about 1
+    k = min(need if large else max(need, 0), room)
     if k < need:
         raise InputError(
             "costs",
