@@ -32,14 +32,28 @@ COMMAND_MODULES = (
 
 
 class _Parser(argparse.ArgumentParser):
-    """Prints usage errors as ``palopt: error: ...``; every command's parser also takes ``-v``."""
+    """Prints usage errors as ``palopt: error: ...``; every command's parser also takes ``-v``,
+    counted with the ``-v`` before the command."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if self.prog != "palopt":  # -v after the command too; unset unless given there
+        if self.prog != "palopt":  # unset unless given: a command parses into its own namespace
             self.add_argument(
-                "-v", "--verbose", action="count", default=argparse.SUPPRESS, help="more logging"
+                "-v",
+                "--verbose",
+                action="count",
+                dest="verbose_command",
+                default=argparse.SUPPRESS,
+                help="more logging",
             )
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, rest = super().parse_known_args(args, namespace)
+        if self.prog == "palopt":
+            parsed.verbose += vars(parsed).pop("verbose_command", 0)
+        return parsed, rest
 
     def error(self, message: str) -> None:  # type: ignore[override]
         self.print_usage(sys.stderr)
@@ -64,10 +78,10 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.verbose, args.command, args.topology_command, args.file.name
     (1, 'topology', 'show', 'cli.py')
 
-    ``-v`` may also follow the command:
+    ``-v`` may also follow the command, and counts with those before it:
 
-    >>> build_parser().parse_args(["topology", "show", __file__, "-vv"]).verbose
-    2
+    >>> build_parser().parse_args(["-v", "topology", "show", __file__, "-vv"]).verbose
+    3
     """
     parser = _Parser(
         prog="palopt", description="Place ML jobs on GPU clusters: solve, simulate, benchmark."

@@ -65,6 +65,7 @@ __all__ = [
     "instance_to_dict",
     "load_instance",
     "load_topology",
+    "parse_json",
     "queue_from_list",
     "busy_from_list",
     "read_csv",
@@ -577,35 +578,54 @@ def read_json(path: str | Path) -> Any:
     ...
     palopt.errors.InputError: .../x.json = 'busy': the key appears twice in one object
     """
-    text = read_text(path)
+    return parse_json(read_text(path), str(path))
+
+
+def parse_json(text: str, where: str) -> Any:
+    """Parse JSON text as strictly as :func:`read_json` parses a file (``where`` names it).
+
+    Raises
+    ------
+    InputError
+        Named by ``where``, for the cases :func:`read_json` refuses.
+
+    Examples
+    --------
+    >>> parse_json('{"rack": 1.7}', "--penalties")
+    {'rack': 1.7}
+    >>> parse_json('{"rack": 1.7, "rack": 2}', "--penalties")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: --penalties = 'rack': the key appears twice in one object
+    """
 
     def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for key, value in pairs:
             if key in out:
-                raise InputError(str(path), key, "the key appears twice in one object")
+                raise InputError(where, key, "the key appears twice in one object")
             out[key] = value
         return out
 
     def bounded_int(digits: str) -> int:
         if len(digits.lstrip("-")) > 300:  # 300 digits are read, 301 are not
-            raise InputError(str(path), f"{digits[:20]}...", "integer too large")
+            raise InputError(where, f"{digits[:20]}...", "integer too large")
         return int(digits)
 
     try:
         data = json.loads(text, object_pairs_hook=unique_keys, parse_int=bounded_int)
     except json.JSONDecodeError as exc:
         raise InputError(
-            str(path), f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}"
+            where, f"line {exc.lineno} column {exc.colno}", f"invalid JSON: {exc.msg}"
         ) from None
     except RecursionError:
-        raise InputError(str(path), "nesting", "nested too deeply to read") from None
+        raise InputError(where, "nesting", "nested too deeply to read") from None
     if _SURROGATE.search(text):
         try:
             json.dumps(data, ensure_ascii=False).encode("utf-8")
         except UnicodeEncodeError as exc:
             raise InputError(
-                str(path), exc.object[exc.start : exc.end], "a string escape that is not Unicode"
+                where, exc.object[exc.start : exc.end], "a string escape that is not Unicode"
             ) from None
     return data
 

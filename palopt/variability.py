@@ -747,18 +747,25 @@ def assign_profile(
     eligible = (
         np.flatnonzero(profile.complete()) if missing == "drop" else np.arange(profile.n_gpus)
     )
-    hint = (
+    hint = (  # only where some GPUs were left out for a missing class
         " (GPUs not measured in every class count with missing='median' or 'sample', "
         "--missing in the CLI)"
-        if missing == "drop"
+        if len(eligible) < profile.n_gpus
         else ""
     )
     rng = np.random.default_rng(check_seed(seed))
     n = topology.n_gpus
     if by == "gpu":
         if (len(eligible) < n and not replace) or not len(eligible):
+            more = (
+                " (with a seed, replace=True draws GPUs with replacement: --replace in the CLI)"
+                if len(eligible)
+                else ""
+            )
             raise InputError(
-                "profile", f"{len(eligible)} eligible GPUs", f"the cluster has {n} GPUs{hint}"
+                "profile",
+                f"{len(eligible)} eligible GPUs",
+                f"the cluster has {n} GPUs{hint}{more}",
             )
         chosen = eligible[:n] if seed is None else rng.choice(eligible, size=n, replace=replace)
     else:

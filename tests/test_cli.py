@@ -486,6 +486,12 @@ def test_argument_errors_of_a_command_say_palopt_error(tmp_path, capsys):
         (["simulate", "--trace", str(trace), "--correlated", "0"], "argument --trace: "),
         ([*simulate, "--placement-option", "=1"], "expected KEY=VALUE, got '=1'"),
         (["profile", "show", str(trace)], "argument file: "),
+        # JSON values read as strictly as files: deep nesting was a RecursionError traceback,
+        # a key given twice kept the last
+        ([*simulate, "--placement-option", "m=" + "[" * 100_000], "m = 'nesting': nested too"),
+        ([*simulate, "--scheduler-option", 'x={"a": 1, "a": 2}'], "x = 'a': the key appears"),
+        ([*simulate, "--locality-penalty", '{"rack": 1, "rack": 2}'], "penalties = 'rack': "),
+        ([*simulate, "--locality-penalty", "[1.7]"], "expected a number or a JSON object"),
     ):
         with pytest.raises(SystemExit) as exc:
             main(argv)
@@ -593,14 +599,14 @@ def test_solvers_lists_each_solvers_options_and_an_unknown_one_names_them(instan
     assert main(["solvers"]) == 0
     lines = capsys.readouterr().out.splitlines()
     after = {lines[i].split()[0]: lines[i + 1].strip() for i in range(len(lines) - 1)}
-    assert after["greedy"] == "options: mode, keep_running"
+    assert after["greedy"] == "options: mode, keep_running, time_limit"
     assert after["pal"] == "options: variant"
     assert after["milp"].startswith("options: mode, keep_running, time_limit") and after[
         "milp"
     ].endswith("backend")
     assert not after["packed-nonsticky"].startswith("options")  # it takes none
     for solver, option, message in (
-        ("greedy", "gap=1", "greedy.gap = 1: unknown option; its options: mode, keep_running"),
+        ("greedy", "gap=1", "greedy.gap = 1: unknown option; its options: mode, keep_running, "),
         ("packed-nonsticky", "variant=fixed", "its options: none"),
         ("random-sticky", "seed=3", "its options: variant; a seed goes to solve (--seed)"),
     ):

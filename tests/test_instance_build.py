@@ -152,7 +152,8 @@ def test_build_bins_by_the_rule_asked_for(assigned: dict[str, Path], tmp_path: P
     [
         (
             {"--penalties": "{rack: 1.7}"},
-            "--penalties = '{rack: 1.7}': expected a number or a JSON",
+            "argument --penalties: expected a number or a JSON object (tier -> p or class -> "
+            "tier -> p), got '{rack: 1.7}'",
         ),
         ({"--penalties": '{"rak": 1.7}'}, "penalties.rak = 'rak': unknown tier"),
         ({"--busy": "gpu9"}, "--busy = 'gpu9': no GPU of that id"),
@@ -160,7 +161,19 @@ def test_build_bins_by_the_rule_asked_for(assigned: dict[str, Path], tmp_path: P
         ({"queue": {"id": "a"}}, "queue.json: queue = 'dict': expected a list of jobs"),
         ({"queue": [{"id": "a", "num_gpus": 1}]}, "queue.json: queue[0].class = None"),
         ({"queue": [{"id": "a", "num_gpus": 1, "class": "Z"}]}, "queue[0].class = 'Z': unknown"),
-        ({"--cluster": "4x4"}, "are not the cluster's (gpu0, gpu1, ...); assign it first: "),
+        (
+            {"--cluster": "4x4"},
+            "its 12 GPUs (gpu0, gpu1, ...) are not the cluster's 16 (gpu0, gpu1, ...); it was "
+            "assigned to another cluster; assign the measured profile to this one: palopt "
+            "profile assign MEASURED.json --cluster 4x4 -o ASSIGNED.json",
+        ),
+        (
+            {"--penalties": '{"rack": 1.7, "rack": 2}'},
+            "argument --penalties: penalties = 'rack': the key appears twice",
+        ),
+        ({"--penalties": "1" * 5000}, "penalties = inf: must be a finite number"),
+        ({"--penalties": "[" * 100_000}, "--penalties: penalties = 'nesting': nested too deeply"),
+        ({"--penalties": "[1.7]"}, "expected a number or a JSON object"),
     ],
 )
 def test_build_refuses_bad_input_by_name(
@@ -184,8 +197,12 @@ def test_build_refuses_bad_input_by_name(
             argv[argv.index(flag) + 1] = str(value)
         else:
             argv += [flag, str(value)]
-    assert main(argv) == 2
-    err = capsys.readouterr().err
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # refused by argparse (--penalties), after the usage line
+        code = exc.code
+    assert code == 2
+    err = capsys.readouterr().err.splitlines()[-1]
     assert message in err and err.startswith("palopt: error: ")
     assert not out.exists()
 
@@ -195,3 +212,53 @@ def test_build_refuses_to_write_over_an_input(assigned: dict[str, Path]) -> None
     before = assigned["queue"].read_text()
     assert main(argv) == 2
     assert assigned["queue"].read_text() == before
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [('[{"id": "a", "id": "b"}]', "'id': the key appears twice"), ("[", "invalid JSON")],
+)
+def test_build_names_a_queue_file_that_is_not_json_once(
+    assigned: dict[str, Path],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    text: str,
+    problem: str,
+) -> None:
+    assigned["queue"].write_text(text)
+    assert main(_build(assigned, tmp_path / "inst.json", "--cluster", "2x2x2")) == 2
+    err = capsys.readouterr().err
+    assert err.count(str(assigned["queue"])) == 1 and problem in err
+
+
+def test_build_of_a_measured_profile_says_how_to_assign_that_file(
+    assigned: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assigned["assigned"] = assigned["measured"]  # not assigned yet: keyed m0, m1, ...
+    assert main(_build(assigned, tmp_path / "inst.json", "--cluster", "2x4")) == 2
+    assert capsys.readouterr().err.endswith(
+        "its 12 GPUs (m0, m1, ...) are not the cluster's 8 (gpu0, gpu1, ...); assign the "
+        f"measured profile to this one: palopt profile assign {assigned['measured']} --cluster "
+        "2x4 -o ASSIGNED.json\n"
+    )
+
+
+def test_profile_assign_fills_a_larger_cluster_with_replacement(
+    files: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # 12 measured GPUs, every one in both classes, for a 32-GPU cluster. The refusal hinted at
+    # --missing, which cannot help when no GPU misses a class, and the CLI had no --replace.
+    out = tmp_path / "a.json"
+    argv = ["profile", "assign", str(files["measured"]), "--cluster", "4x8", "-o", str(out)]
+    assert main([*argv, "--seed", "2"]) == 2
+    err = capsys.readouterr().err
+    assert "--replace in the CLI" in err and "--missing" not in err
+    assert main([*argv, "--seed", "2", "--replace"]) == 0
+    drawn = load_profile(out)
+    expected = assign_profile(
+        load_profile(files["measured"]), build_cluster(1, 4, 8), 2, replace=True
+    )
+    assert drawn.gpus == build_cluster(1, 4, 8).gpu_ids and drawn.origin == expected.origin
+    assert np.array_equal(drawn.values, expected.values)
+    assert main([*argv, "--replace"]) == 2  # a draw needs a seed
+    assert "need a seed" in capsys.readouterr().err

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from palopt import Instance, Job, build_cluster
 from palopt.cost import assert_feasible
+from palopt.errors import InputError
 from palopt.solvers.greedy import PACKING, GreedyPlacer, GreedySolver
 from palopt.solvers.local import polish
 from palopt.solvers.round import make_round, round_cost
@@ -182,3 +183,9 @@ def test_greedy_local_search_stops_at_the_time_limit() -> None:
     assert_feasible(inst, roomy)
     assert roomy.settings["stopped_at_time_limit"] is False
     assert roomy.assignment() == free.assignment()
+    # The solver's own limit, as the exact solvers take it (-o time_limit=...); solve's wins
+    own = GreedySolver(time_limit=1e-9)
+    assert own.solve(inst).settings["stopped_at_time_limit"] is True
+    assert own.solve(inst, time_limit=3600).assignment() == free.assignment()
+    with pytest.raises(InputError, match="greedy.time_limit = 0"):
+        GreedySolver(time_limit=0)

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from palopt.errors import InputError
+from palopt.io import parse_json
 
 #: Image formats the drawing options write (matplotlib picks the format from the suffix).
 IMAGE_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
@@ -89,11 +89,54 @@ def parse_option(text: str) -> tuple[str, Any]:
     key, sep, raw = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.replace("-", "_"), json_text(raw, key)
+
+
+def json_text(text: str, where: str) -> Any:
+    """``text`` read as JSON as strictly as a file is (:func:`palopt.io.parse_json`), or
+    ``text`` itself where it is no JSON at all (``highs``).
+
+    Raises
+    ------
+    argparse.ArgumentTypeError
+        For JSON a file would be refused for: a key given twice, a huge integer, deep nesting.
+
+    Examples
+    --------
+    >>> json_text("[1, 2]", "x"), json_text("highs", "x")
+    ([1, 2], 'highs')
+    >>> json_text('{"a": 1, "a": 2}', "x")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: x = 'a': the key appears twice in one object
+    """
     try:
-        value = json.loads(raw)
-    except json.JSONDecodeError:
-        value = raw
-    return key.replace("-", "_"), value
+        return parse_json(text, where)
+    except InputError as exc:
+        if exc.problem.startswith("invalid JSON"):
+            return text
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def penalties_arg(text: str) -> float | dict[str, Any]:
+    """An argparse type: locality penalties, a number (beyond a server) or a JSON object
+    (tier -> p, or class -> tier -> p), checked against the cluster later.
+
+    Examples
+    --------
+    >>> penalties_arg("1.7"), penalties_arg('{"rack": 1.7}')
+    (1.7, {'rack': 1.7})
+    """
+    try:
+        return float(text)
+    except ValueError:
+        pass
+    value = json_text(text, "penalties")
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(
+            f"expected a number or a JSON object (tier -> p or class -> tier -> p), got {text!r}"
+        )
+    return value
 
 
 def option_dict(pairs: Sequence[tuple[str, Any]], flag: str) -> dict[str, Any]:

@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import argparse
-import json
-from typing import Any
 
 from palopt.binning import METHODS
-from palopt.commands import check_output, file_path, input_file
+from palopt.commands import check_output, file_path, input_file, penalties_arg
 from palopt.errors import InputError, counted
 from palopt.io import busy_from_list, load_topology, queue_from_list, read_json, save_instance
 from palopt.topology import parse_shape
@@ -49,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--penalties",
+        type=penalties_arg,
         required=True,
         metavar="JSON",
         help="locality penalties as in an instance file: a number (1.7: within a server 1.0, "
@@ -71,38 +70,33 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_build)
 
 
-def _penalties(text: str) -> Any:
-    """``--penalties`` parsed as JSON (checked as an instance's penalties later)."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        raise InputError(
-            "--penalties", text, "expected a number or a JSON object, e.g. '{\"rack\": 1.7}'"
-        ) from None
-
-
 def cmd_build(args: argparse.Namespace) -> int:
     """Build an instance file."""
     check_output(args.out, [args.topology, args.profile, args.queue], "--out")
-    penalties = _penalties(args.penalties)
     topology = parse_shape(args.cluster) if args.cluster else load_topology(args.topology)
     profile = load_profile(args.profile)
     if profile.gpus != topology.gpu_ids:
         cluster = f"--cluster {args.cluster}" if args.cluster else f"--topology {args.topology}"
+        # An assigned profile (it names its measured GPUs) is another cluster's: assign the
+        # measured one again, not the copy.
+        measured = "MEASURED.json" if profile.origin else args.profile
         raise InputError(
             "--profile",
             str(args.profile),
-            f"its GPUs ({', '.join(profile.gpus[:2])}, ...) are not the cluster's "
-            f"({', '.join(topology.gpu_ids[:2])}, ...); assign it first: "
-            f"palopt profile assign {args.profile} {cluster} -o ASSIGNED.json",
+            f"its {counted(profile.n_gpus, 'GPU')} ({', '.join(profile.gpus[:2])}, ...) are "
+            f"not the cluster's {topology.n_gpus} ({', '.join(topology.gpu_ids[:2])}, ...)"
+            + ("; it was assigned to another cluster" if profile.origin else "")
+            + f"; assign the measured profile to this one: palopt profile assign {measured} "
+            f"{cluster} -o ASSIGNED.json",
         )
+    data = read_json(args.queue)  # its errors name the file already
     try:
-        queue = queue_from_list(topology, read_json(args.queue))
+        queue = queue_from_list(topology, data)
     except InputError as exc:  # the file named: several are in play
         raise InputError(f"{args.queue}: {exc.field}", exc.value, exc.problem) from None
     ids = [g.strip() for g in args.busy.split(",") if g.strip()]
     busy = busy_from_list(topology, ids, "--busy")
-    instance = build_instance(profile, topology, penalties, queue, args.binning, busy)
+    instance = build_instance(profile, topology, args.penalties, queue, args.binning, busy)
     cluster = args.cluster or str(args.topology)
     source = f"palopt instance build: cluster {cluster}, profile {args.profile}"
     source += f" ({profile.source})" if profile.source else ""

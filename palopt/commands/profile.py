@@ -118,6 +118,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="gpu",
         help="draw single GPUs or whole measured servers",
     )
+    p.add_argument(
+        "--replace",
+        action="store_true",
+        help="draw measured GPUs with replacement (needs --seed and --by gpu), so a cluster "
+        "may have more GPUs than were measured",
+    )
     p.add_argument("--out", "-o", type=file_path, required=True, help="profile file to write")
     p.set_defaults(func=cmd_assign)
 
@@ -202,7 +208,9 @@ def cmd_assign(args: argparse.Namespace) -> int:
     """Assign a profile to a cluster."""
     check_output(args.out, [args.file, args.topology], "--out")
     topology = parse_shape(args.cluster) if args.cluster else load_topology(args.topology)
-    profile = assign_profile(load_profile(args.file), topology, args.seed, args.missing, args.by)
+    profile = assign_profile(
+        load_profile(args.file), topology, args.seed, args.missing, args.by, args.replace
+    )
     save_profile(profile, args.out)
     print(
         f"{args.out}: {topology.n_gpus} GPUs ({args.cluster or args.topology}), classes "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ from palopt.commands import (
     input_file,
     option_dict,
     parse_option,
+    penalties_arg,
     require_plotting,
 )
 from palopt.errors import InputError, refuse_differing
@@ -38,22 +38,6 @@ from palopt.sim.trace import load_trace
 from palopt.solvers import get_solver
 from palopt.sweep import progress_bar, run_sweep
 from palopt.topology import parse_shape
-
-
-def _json_or_float(text: str) -> float | dict[str, Any]:
-    try:
-        return float(text)
-    except ValueError:
-        pass
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError:
-        raise argparse.ArgumentTypeError(
-            f"expected a number or a JSON mapping (tier -> p or class -> tier -> p), got {text!r}"
-        ) from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError("expected a JSON object")
-    return value
 
 
 def _add_model_options(p: argparse.ArgumentParser) -> None:
@@ -152,7 +136,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--locality-penalty",
-        type=_json_or_float,
+        type=penalties_arg,
         default=1.7,
         metavar="P",
         help="P beyond a server, or JSON {tier: p} / {class: {tier: p}} (default %(default)s)",

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from palopt.errors import InputError, check_flag
+from palopt.errors import InputError, check_flag, check_time_limit
 from palopt.instance import Instance
 from palopt.result import PlacementResult
 from palopt.solvers.base import build_result, check_arguments, register
@@ -277,22 +277,30 @@ class GreedySolver:
         (see :mod:`palopt.solvers.round`).
     keep_running : bool, default False
         Keep selected running jobs on their current GPUs.
+    time_limit : float, optional
+        Seconds for each solve that is given none (see :meth:`solve`); ``None``: no limit.
     """
 
     name = "greedy"
 
-    def __init__(self, mode: str = "prefix", keep_running: bool = False) -> None:
+    def __init__(
+        self, mode: str = "prefix", keep_running: bool = False, time_limit: float | None = None
+    ) -> None:
         if mode not in MODES:
             raise InputError("greedy.mode", mode, f"must be one of {', '.join(MODES)}")
         self.mode = mode
         self.keep_running = check_flag(keep_running, "greedy.keep_running")
+        self.time_limit = (
+            None if time_limit is None else check_time_limit(time_limit, "greedy.time_limit")
+        )
 
     def solve(
         self, instance: Instance, *, time_limit: float | None = None, seed: int | None = None
     ) -> PlacementResult:
         """Place the round's jobs; ``seed`` is checked, then ignored.
 
-        Without ``time_limit`` the result depends on ``instance`` alone. With it, local search
+        Without a time limit (``time_limit``, else the solver's) the result depends on
+        ``instance`` alone. With one, local search
         stops at the limit and the best placement so far is returned, so the result may depend
         on the machine's speed; the three greedy passes always run to the end, so a solve can
         take longer than a very small limit. ``settings["stopped_at_time_limit"]`` says whether
@@ -300,6 +308,7 @@ class GreedySolver:
         """
         started = time.perf_counter()
         check_arguments(instance, time_limit, seed)
+        time_limit = self.time_limit if time_limit is None else time_limit
         deadline = None if time_limit is None else started + time_limit
         rnd = make_round(instance, self.mode, self.keep_running)
         chosen = {**rnd.fixed, **greedy_assignment(rnd, deadline)}
@@ -317,5 +326,5 @@ register(
     "Cost-aware greedy: cheapest server/rack/anywhere per job; three passes (queue order, and "
     "with packing largest first and queue order with rack-sized jobs last), the two cheapest "
     "improved by local search",
-    options=("mode", "keep_running"),
+    options=("mode", "keep_running", "time_limit"),
 )
