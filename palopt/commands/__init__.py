@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from palopt.errors import InputError
-from palopt.io import parse_json
+from palopt.io import load_topology, parse_json
+from palopt.topology import Topology, parse_shape
 
 #: Image formats the drawing options write (matplotlib picks the format from the suffix).
 IMAGE_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff", "webp")
@@ -227,3 +228,22 @@ def require_plotting(flag: str) -> None:
     """
     if importlib.util.find_spec("matplotlib") is None:
         raise ImportError(f"plots need matplotlib: pip install 'palopt[plot]', or pass {flag}")
+
+
+def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--cluster SHAPE`` and ``--topology FILE``, one of them required (see
+    :func:`cluster_of`)."""
+    cluster = parser.add_mutually_exclusive_group(required=True)
+    cluster.add_argument(
+        "--cluster", metavar="SHAPE", help="SERVERSxGPUS or RACKSxSERVERSxGPUS, e.g. 2x32x4"
+    )
+    cluster.add_argument(
+        "--topology",
+        type=input_file,
+        help="or the cluster of a topology JSON file (`palopt topology build`) or instance file",
+    )
+
+
+def cluster_of(args: argparse.Namespace) -> Topology:
+    """The cluster of the arguments :func:`add_cluster_arguments` added."""
+    return parse_shape(args.cluster) if args.cluster else load_topology(args.topology)

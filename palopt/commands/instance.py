@@ -5,10 +5,16 @@ from __future__ import annotations
 import argparse
 
 from palopt.binning import METHODS
-from palopt.commands import check_output, file_path, input_file, penalties_arg
+from palopt.commands import (
+    add_cluster_arguments,
+    check_output,
+    cluster_of,
+    file_path,
+    input_file,
+    penalties_arg,
+)
 from palopt.errors import InputError, counted
-from palopt.io import busy_from_list, load_topology, queue_from_list, read_json, save_instance
-from palopt.topology import parse_shape
+from palopt.io import busy_from_list, queue_from_list, read_json, save_instance
 from palopt.variability import build_instance, load_profile
 
 
@@ -23,15 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "each class's slowdowns from a profile assigned to that cluster (`palopt profile "
         "assign`), binned into levels, the locality penalties, busy GPUs and the queue.",
     )
-    cluster = p.add_mutually_exclusive_group(required=True)
-    cluster.add_argument(
-        "--cluster", metavar="SHAPE", help="SERVERSxGPUS or RACKSxSERVERSxGPUS, e.g. 2x32x4"
-    )
-    cluster.add_argument(
-        "--topology",
-        type=input_file,
-        help="or the cluster of a topology JSON file (`palopt topology build`) or instance file",
-    )
+    add_cluster_arguments(p)
     p.add_argument(
         "--profile",
         type=input_file,
@@ -73,7 +71,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     """Build an instance file."""
     check_output(args.out, [args.topology, args.profile, args.queue], "--out")
-    topology = parse_shape(args.cluster) if args.cluster else load_topology(args.topology)
+    topology = cluster_of(args)
     profile = load_profile(args.profile)
     if profile.gpus != topology.gpu_ids:
         cluster = f"--cluster {args.cluster}" if args.cluster else f"--topology {args.topology}"

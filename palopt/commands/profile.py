@@ -8,10 +8,15 @@ from pathlib import Path
 import numpy as np
 
 from palopt.binning import METHODS, bin_values
-from palopt.commands import check_output, file_path, image_path, input_file
+from palopt.commands import (
+    add_cluster_arguments,
+    check_output,
+    cluster_of,
+    file_path,
+    image_path,
+    input_file,
+)
 from palopt.errors import InputError
-from palopt.io import load_topology
-from palopt.topology import parse_shape
 from palopt.variability import (
     MISSING_RULES,
     VariabilityProfile,
@@ -93,17 +98,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "by the cluster's GPU ids (gpu0, gpu1, ... for a shape), with the measured origin.",
     )
     p.add_argument("file", type=input_file, help="profile file (palopt.profile/1 JSON)")
-    cluster = p.add_mutually_exclusive_group(required=True)
-    cluster.add_argument(
-        "--cluster",
-        metavar="SHAPE",
-        help="SERVERSxGPUS or RACKSxSERVERSxGPUS, e.g. 2x32x4",
-    )
-    cluster.add_argument(
-        "--topology",
-        type=input_file,
-        help="or the cluster of a topology JSON file (`palopt topology build`) or instance file",
-    )
+    add_cluster_arguments(p)
     p.add_argument("--seed", type=int, help="draw with this seed (default: profile order)")
     p.add_argument(
         "--missing",
@@ -207,7 +202,7 @@ def cmd_show(args: argparse.Namespace) -> int:
 def cmd_assign(args: argparse.Namespace) -> int:
     """Assign a profile to a cluster."""
     check_output(args.out, [args.file, args.topology], "--out")
-    topology = parse_shape(args.cluster) if args.cluster else load_topology(args.topology)
+    topology = cluster_of(args)
     profile = assign_profile(
         load_profile(args.file), topology, args.seed, args.missing, args.by, args.replace
     )
