@@ -335,13 +335,16 @@ class VariabilityProfile:
         source = data.get("source", "")
         if not isinstance(source, str):
             raise InputError(f"{where}.source", source, "expected a string")
-        return cls(
-            tuple(classes),
-            tuple(gpus),
-            np.array(rows, dtype=np.float64).reshape(len(classes), len(gpus)),
-            source,
-            tuple(origin),
-        )
+        try:
+            return cls(
+                tuple(classes),
+                tuple(gpus),
+                np.array(rows, dtype=np.float64).reshape(len(classes), len(gpus)),
+                source,
+                tuple(origin),
+            )
+        except InputError as exc:  # name the file, as the checks above do
+            raise InputError(f"{where}.{exc.field}", exc.value, exc.problem) from None
 
 
 def _strings(data: Mapping[str, Any], key: str, where: str) -> list[str]:
@@ -537,9 +540,8 @@ def read_measurements(
             problem = "not a number" if math.isnan(num[row]) else "must be a finite positive number"
             raise InputError(f"{name}: line {row + 2}, column {col}", raw.iloc[row], problem)
         data[col] = num
-    table = pd.DataFrame(data)
-    table["_key"] = keys
-    per_gpu = table.groupby("_key", sort=False)[value_columns].median()
+    # grouped by the keys themselves: a key column would clash with a value column of its name
+    per_gpu = pd.DataFrame(data).groupby(pd.Index(keys), sort=False)[value_columns].median()
     values = per_gpu.to_numpy(dtype=np.float64).T
     if normalise:
         values = values / np.median(values, axis=1, keepdims=True)

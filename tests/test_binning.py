@@ -200,3 +200,14 @@ def test_artifact_rule_names_the_first_value_it_cannot_divide_by() -> None:
     with pytest.raises(InputError, match="the artifact rule needs positive values") as err:
         bin_values([0.5, -1.0, 2.0, 0.0], method="artifact")
     assert (err.value.field, err.value.value) == ("values", -1.0)
+
+
+def test_reported_sse_is_that_of_the_clusters_over_a_wide_range() -> None:
+    # Prefix sums over values from 1e-12 to 1e10 cancel to nothing for the small clusters:
+    # the SSE reported was 0.0 for clusters whose squared error is about 25.
+    x = np.array([6.785e-11, 2.497e-07, 2.785e-12, 235929297.5, 23431487464.5, 7.059])
+    for k in range(1, 7):
+        labels, centres, sse = kmeans_1d(x, k)
+        direct = sum(float(((x[labels == c] - centres[c]) ** 2).sum()) for c in range(k))
+        assert sse == pytest.approx(direct, rel=1e-9, abs=1e-300)
+        assert bin_values(x, k=k).sse == sse

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -15,6 +16,7 @@ from palopt.errors import InputError
 from palopt.instance import Job
 from palopt.topology import build_cluster
 from palopt.variability import (
+    PROFILE_FORMAT,
     VariabilityProfile,
     assign_profile,
     bin_profile,
@@ -582,3 +584,27 @@ def test_profile_file_nan_is_not_a_missing_value(tmp_path: Path) -> None:
         load_profile(path)
     path.write_text(path.read_text().replace("NaN", "null"))
     assert load_profile(path).complete().tolist() == [True, False]
+
+
+def test_profile_file_errors_found_by_the_profile_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "p.json"
+    for values, gpus, field in (
+        ([1e13], ["g"], "values.A.g"),
+        ([None], ["g"], "values.A"),
+        ([1.0, 1.0], ["g", "g"], "gpus"),
+    ):
+        path.write_text(
+            json.dumps(
+                {"format": PROFILE_FORMAT, "classes": ["A"], "gpus": gpus, "values": {"A": values}}
+            )
+        )
+        with pytest.raises(InputError) as err:
+            load_profile(path)
+        assert err.value.field == f"{path}.{field}"
+
+
+def test_read_measurements_value_column_named_like_the_internal_key(tmp_path: Path) -> None:
+    path = tmp_path / "k.csv"
+    path.write_text("gpu,_key\na,1\nb,2\nc,4\n")
+    p = read_measurements(path, ["gpu"], ["_key"])
+    assert p.gpus == ("a", "b", "c") and p.values.tolist() == [[0.5, 1.0, 2.0]]
