@@ -102,6 +102,9 @@ def test_single_switch_is_the_cluster() -> None:
         ("SwitchName= Nodes=a1\n", 1, "empty value"),
         ("SwitchName=s1 =a1\n", 1, "KEY=VALUE"),
         ("blockname=b1 Nodes=a1\n", 1, "not supported"),
+        ('SwitchName=s1 Nodes="a[1-2]\n', 1, "quoted value must be all of"),
+        ('SwitchName=s1 Nodes=a"1"\n', 1, "quoted value must be all of"),
+        ('SwitchName=s1 Nodes=""\n', 1, "empty value"),
         # A continued line is named by its first line.
         ("\nSwitchName=s1 \\\n  Nodes=a1 \\\n  Speed=3\n", 2, "unknown key"),
     ],
@@ -117,6 +120,15 @@ def test_continuation_joins_with_a_space_ignores_trailing_blanks_and_may_end_the
     text = "SwitchName=s1 Nodes=a1 \\   # blanks and a comment after the backslash\n  LinkSpeed=9"
     assert parse_topology_conf(text).nodes == ("a1",)
     assert parse_topology_conf("SwitchName=s1 Nodes=a[1-2] \\\n").nodes == ("a1", "a2")
+
+
+def test_quoted_values_lose_their_quotes_as_in_slurm() -> None:
+    # Nodes="node[01-02]" made hosts named '"node01"' and '"node02"', quotes included.
+    tree = parse_topology_conf(
+        'SwitchName="leaf1" Nodes="node[01-02], node03"\nSwitchName=top Switches="leaf1"\n'
+    )
+    assert tree.nodes == ("node01", "node02", "node03")
+    assert [s.name for s in tree.switches] == ["leaf1", "top"]
 
 
 def test_graph_lists_switches_root_first() -> None:

@@ -393,6 +393,17 @@ def test_build_without_slurm_joins_servers_under_one_switch(
     assert "not both" in capsys.readouterr().err
 
 
+def test_build_without_slurm_takes_a_host_named_cluster(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # The added switch was named "cluster" too: the host became a switch's tier holder.
+    pcie = SAMPLES / "pcie-only.txt"
+    assert main(["topology", "build", "--server", f"cluster,n1={pcie}"]) == 0
+    topo = Topology.from_node_link(json.loads(capsys.readouterr().out))
+    assert topo.server_ids == ("cluster", "n1")
+    assert topo.tiers == ("server", "cluster")
+
+
 def test_in_an_unbalanced_tree_leaf_switches_are_racks() -> None:
     tree = parse_topology_conf(
         "SwitchName=leafA Nodes=n[1-2]\nSwitchName=leafB Nodes=n[3-4]\n"

@@ -57,9 +57,14 @@ def assemble_topology(
         hosts = list(servers)
         graph = nx.Graph()
         if len(hosts) > 1:
-            graph.add_node("cluster", kind="switch", tier="cluster")
+            # The switch is named "cluster" unless a host is (then "cluster~1", ...).
+            switch, n = "cluster", 0
+            while switch in servers:
+                n += 1
+                switch = f"cluster~{n}"
+            graph.add_node(switch, kind="switch", tier="cluster")
             for host in hosts:
-                graph.add_edge(host, "cluster", link="network")
+                graph.add_edge(host, switch, link="network")
         sources = []
     else:
         hosts = list(tree.nodes)

@@ -10,8 +10,9 @@ Format (as Slurm reads it)::
 Each line names one switch and either the nodes (hosts) cabled to it or its child switches, as
 Slurm host lists (:func:`palopt.hostlist.expand_hostlist`). Keys are case-insensitive;
 ``LinkSpeed`` is accepted and ignored; ``#`` starts a comment; a line ending in ``\\`` continues on
-the next. The switches must form one tree: one root, every other switch the child of exactly one
-switch, every node under exactly one switch.
+the next; a value may be written in double quotes, as Slurm allows (``Nodes="node[01-04]"``).
+The switches must form one tree: one root, every other switch the child of exactly one switch,
+every node under exactly one switch.
 
 Mapping to the topology model: every switch becomes a ``switch`` node and every node a ``server``
 node, joined by ``network`` links. Tiers: the root is ``cluster``, leaf switches (those listing
@@ -22,6 +23,7 @@ In an unbalanced tree the topology model counts every leaf switch at the deepest
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -40,6 +42,8 @@ _KEYS = {
     "nodes": "Nodes",
     "linkspeed": "LinkSpeed",
 }
+#: A token: runs of characters other than white space and quotes, or double-quoted text.
+_TOKEN = re.compile(r'(?:[^\s"]+|"[^"]*"?)+')
 
 
 @dataclass(frozen=True)
@@ -141,10 +145,14 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
 
 def _parse_line(where: str, line: str) -> dict[str, str]:
     fields: dict[str, str] = {}
-    for token in line.split():
+    for token in _TOKEN.findall(line):
         key, sep, value = token.partition("=")
-        if not sep or not key:
+        if not sep or not key or '"' in key:
             raise InputError(where, token, "expected KEY=VALUE")
+        if '"' in value:  # Slurm takes KEY="VALUE" and drops the quotes
+            if not (len(value) >= 2 and value[0] == value[-1] == '"' and value.count('"') == 2):
+                raise InputError(where, value, 'a quoted value must be all of "VALUE"')
+            value = value[1:-1].strip()
         canon = _KEYS.get(key.lower())
         if canon is None:
             problem = (
