@@ -95,8 +95,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     ids = [g.strip() for g in args.busy.split(",") if g.strip()]
     busy = busy_from_list(topology, ids, "--busy")
     instance = build_instance(profile, topology, args.penalties, queue, args.binning, busy)
-    cluster = args.cluster or str(args.topology)
-    source = f"palopt instance build: cluster {cluster}, profile {args.profile}"
+    source = f"palopt instance build: cluster {args.cluster or args.topology}, "
+    source += f"profile {args.profile}"
     source += f" ({profile.source})" if profile.source else ""
     meta = {"source": f"{source}, queue {args.queue}"}
     if args.name is not None:
