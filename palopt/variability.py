@@ -464,7 +464,8 @@ def read_measurements(
     InputError
         Naming the file, and the column or line: a missing column, a column named both as id
         and as value, no rows, an empty id, or a value that is not a positive number (lines
-        count from 1 = the header).
+        count from 1 = the header; blank lines and rows of empty cells are skipped, and a
+        quoted field that runs over several lines counts as one).
     OSError
         If the file cannot be read.
 
@@ -502,7 +503,13 @@ def read_measurements(
             classes,
             f"expected one class name per value column ({len(value_columns)})",
         )
-    df = read_csv(path, dtype=str, keep_default_na=False, skipinitialspace=True)
+    # Blank lines kept as rows of empty cells, then dropped with rows of nothing but separators,
+    # so that a row's index + 2 is its line in the file (1 = the header)
+    df = read_csv(
+        path, dtype=str, keep_default_na=False, skipinitialspace=True, skip_blank_lines=False
+    )
+    df = df[~(df == "").all(axis=1)]
+    line = df.index.to_numpy() + 2
     for col in id_columns + value_columns:
         if col not in df.columns:
             raise InputError(
@@ -517,7 +524,7 @@ def read_measurements(
     if blank.any():
         row = int(np.argmax(blank))
         col = next(c for c in id_columns if ids[c].iloc[row] == "")
-        raise InputError(f"{name}: line {row + 2}, column {col}", "", "empty GPU id")
+        raise InputError(f"{name}: line {line[row]}, column {col}", "", "empty GPU id")
     parts_of: dict[str, tuple[str, ...]] = {}
     keys = []
     for row, raw_parts in enumerate(ids.itertuples(index=False, name=None)):
@@ -525,7 +532,7 @@ def read_measurements(
         key = "-".join(parts)
         if parts_of.setdefault(key, parts) != parts:  # e.g. ("x-y", "z") and ("x", "y-z")
             raise InputError(
-                f"{name}: line {row + 2}, columns {','.join(id_columns)}",
+                f"{name}: line {line[row]}, columns {','.join(id_columns)}",
                 ",".join(parts),
                 f"gives GPU id {key!r}, as does {','.join(parts_of[key])}",
             )
@@ -538,7 +545,7 @@ def read_measurements(
         if bad.any():
             row = int(np.argmax(bad))
             problem = "not a number" if math.isnan(num[row]) else "must be a finite positive number"
-            raise InputError(f"{name}: line {row + 2}, column {col}", raw.iloc[row], problem)
+            raise InputError(f"{name}: line {line[row]}, column {col}", raw.iloc[row], problem)
         data[col] = num
     # grouped by the keys themselves: a key column would clash with a value column of its name
     per_gpu = pd.DataFrame(data).groupby(pd.Index(keys), sort=False)[value_columns].median()

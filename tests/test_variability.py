@@ -409,6 +409,13 @@ def test_cli_assign(tmp_path: Path, longhorn: VariabilityProfile, capsys) -> Non
         ),
         ("gpu,perf\na,1.0\nb,-2\n", ["--id", "gpu", "--value", "perf"], "line 3, column perf"),
         ("gpu,perf\na,1.0\n,2\n", ["--id", "gpu", "--value", "perf"], "line 3, column gpu"),
+        # blank lines and rows of separators alone are skipped, not left out of the count
+        (
+            "gpu,perf\na,1.0\n\n  \n,\nb,x\n",
+            ["--id", "gpu", "--value", "perf"],
+            "line 6, column perf",
+        ),
+        ("gpu,perf\n\n\n", ["--id", "gpu", "--value", "perf"], "no data rows"),
         ("gpu,perf\na,1.0\n", ["--id", "gpu", "--value", "perf", "--class", "A,B"], "one class"),
         ("gpu,perf\n1,1.0\n", ["--id", "gpu", "--value", "gpu"], "['gpu']: also named as id"),
     ],
