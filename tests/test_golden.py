@@ -3,7 +3,8 @@
 The cluster is ../shared/data/pal-artifact/sim-64gpu-cluster.csv (16 servers x 4 GPUs; PAL ranks
 by the binned ``sf_classX`` columns; cross-server penalty 1.7). Expected GPU ids were worked out
 by hand from the artifact's rules (placement/pal.py and placement/pmfirst.py of hal-uw/blox-pal);
-the derivation is in each test's comments. Levels per server (0 = fastest), GPU ids 4s..4s+3:
+the derivation is in each test's comments. Levels (0 = fastest) of the servers the derivations
+use (not every server: the others mix levels too), GPU ids 4s..4s+3:
 
     classA (0.9128, 1.0, 2.5946): s0 0011  s1 0000  s2 0100  s8 0002  s10 1101  s12 0011
     classB (0.9851, 1.0149):      s0 0000  s1 0010  s4 1011  s11 1101

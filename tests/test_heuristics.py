@@ -476,3 +476,23 @@ def test_an_unseeded_random_solve_records_the_seed_that_repeats_it() -> None:
     again = solve(inst, "random-nonsticky", seed=seed)
     assert again.assignment() == first.assignment()
     assert_feasible(inst, first.assignment())
+
+
+def test_window_counts_available_gpus_not_busy_ones() -> None:
+    # 4 GPUs, 2 busy. The window is the prefix whose demands fit the 2 available GPUs (b), so
+    # the class sort does not bring a ahead of b; counting all 4 GPUs would have placed a.
+    queue = (Job("b", 2, "c1"), Job("a", 2, "c0"))
+    for name in CLASS_SORTED:
+        result = solve(name, make([[1.0] * 4, [1.0] * 4], 2, 2, queue, busy=[0, 1]))
+        assert [p.gpus for p in result.placements] == [(2, 3), ()]
+        assert result.placements[1].reason == "needs 2 GPUs, 0 free"
+
+
+def test_pal_across_or_within_by_penalty() -> None:
+    # Level 0 (1.0): g0 (s0), g4, g5 (s1); level 1 (2.0) elsewhere. A 3-GPU job: (L0, across)
+    # costs P, (L1, within) 2.0. P = 1.7: PM-First over the three level-0 GPUs; P = 2.5: the
+    # first server with the most GPUs of level <= 1 (both have 4: s0), its first three.
+    row = [1.0, 2.0, 2.0, 2.0, 1.0, 1.0, 2.0, 2.0]
+    for penalty, expect in ((1.7, (0, 4, 5)), (2.5, (0, 1, 2))):
+        result = solve("pal", make([row], 2, 4, (Job("x", 3, "c0"),), penalty=penalty))
+        assert result.placements[0].gpus == expect
