@@ -160,7 +160,9 @@ def test_build_bins_by_the_rule_asked_for(assigned: dict[str, Path], tmp_path: P
         ({"--busy": "gpu1,gpu1"}, "--busy = 'gpu1': listed twice"),
         ({"queue": {"id": "a"}}, "queue.json: queue = 'dict': expected a list of jobs"),
         ({"queue": [{"id": "a", "num_gpus": 1}]}, "queue.json: queue[0].class = None"),
-        ({"queue": [{"id": "a", "num_gpus": 1, "class": "Z"}]}, "queue[0].class = 'Z': unknown"),
+        ({"queue": [{"id": "a", "num_gpus": 1, "class": "Z"}]}, "queue.json: queue[0].class = 'Z'"),
+        ({"queue": [{"id": "a", "num_gpus": 99, "class": "A"}]}, "queue.json: queue[0].num_gpus"),
+        ({"queue": [{"id": "a", "num_gpus": 1, "class": "A"}] * 2}, "queue.json: queue[1].id"),
         (
             {"--cluster": "4x4"},
             "its 12 GPUs (gpu0, gpu1, ...) are not the cluster's 16 (gpu0, gpu1, ...); it was "

@@ -88,13 +88,15 @@ def cmd_build(args: argparse.Namespace) -> int:
             f"{cluster} -o ASSIGNED.json",
         )
     data = read_json(args.queue)  # its errors name the file already
-    try:
-        queue = queue_from_list(topology, data)
-    except InputError as exc:  # the file named: several are in play
-        raise InputError(f"{args.queue}: {exc.field}", exc.value, exc.problem) from None
     ids = [g.strip() for g in args.busy.split(",") if g.strip()]
     busy = busy_from_list(topology, ids, "--busy")
-    instance = build_instance(profile, topology, args.penalties, queue, args.binning, busy)
+    try:
+        queue = queue_from_list(topology, data)
+        instance = build_instance(profile, topology, args.penalties, queue, args.binning, busy)
+    except InputError as exc:  # the queue's errors name its file: several are in play
+        if not exc.field.startswith("queue"):
+            raise
+        raise InputError(f"{args.queue}: {exc.field}", exc.value, exc.problem) from None
     source = f"palopt instance build: cluster {args.cluster or args.topology}, "
     source += f"profile {args.profile}"
     source += f" ({profile.source})" if profile.source else ""
