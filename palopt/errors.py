@@ -72,6 +72,17 @@ class InputError(PaloptError, ValueError):
             shown = shown[:77] + "..."
         super().__init__(f"{_printable(field)} = {shown}: {_printable(problem)}")
 
+    def prefixed(self, prefix: str) -> InputError:
+        """The same error with ``prefix`` before its field: the file it was found in, say,
+        where several files are in play.
+
+        Examples
+        --------
+        >>> print(InputError("queue[0].class", "Z", "unknown class").prefixed("q.json: "))
+        q.json: queue[0].class = 'Z': unknown class
+        """
+        return type(self)(f"{prefix}{self.field}", self.value, self.problem)
+
     def __reduce__(self) -> tuple[type[InputError], tuple[str, Any, str]]:
         # Rebuilt from its three parts: a sweep's worker process sends it back pickled.
         return (type(self), (self.field, self.value, self.problem))

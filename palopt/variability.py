@@ -344,7 +344,7 @@ class VariabilityProfile:
                 tuple(origin),
             )
         except InputError as exc:  # name the file, as the checks above do
-            raise InputError(f"{where}.{exc.field}", exc.value, exc.problem) from None
+            raise exc.prefixed(f"{where}.") from None
 
 
 def _strings(data: Mapping[str, Any], key: str, where: str) -> list[str]:

@@ -96,7 +96,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     except InputError as exc:  # the queue's errors name its file: several are in play
         if not exc.field.startswith("queue"):
             raise
-        raise InputError(f"{args.queue}: {exc.field}", exc.value, exc.problem) from None
+        raise exc.prefixed(f"{args.queue}: ") from None
     source = f"palopt instance build: cluster {args.cluster or args.topology}, "
     source += f"profile {args.profile}"
     source += f" ({profile.source})" if profile.source else ""

@@ -172,7 +172,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         try:
             placement = _read_placement(data, inst)
         except InputError as exc:  # the file named: several are in play
-            raise InputError(f"{args.placement}: {exc.field}", exc.value, exc.problem) from None
+            raise exc.prefixed(f"{args.placement}: ") from None
         problems = check_feasible(inst, placement)
         if problems:
             raise InfeasiblePlacementError(f"{args.placement}: infeasible: {'; '.join(problems)}")
