@@ -21,6 +21,7 @@ and value (:class:`~palopt.errors.InputError`).
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import os
@@ -460,7 +461,8 @@ def read_text(path: str | Path) -> str:
     Returns
     -------
     str
-        The whole file, with line ends turned into ``"\\n"`` (as :func:`open` reads text).
+        The whole file, with line ends turned into ``"\\n"`` (as :func:`open` reads text) and
+        without a leading byte order mark (which some Windows editors write).
 
     Raises
     ------
@@ -474,7 +476,7 @@ def read_text(path: str | Path) -> str:
     --------
     >>> import tempfile
     >>> with tempfile.TemporaryDirectory() as folder:
-    ...     _ = Path(folder, "a.txt").write_bytes(b"GPU0 GPU1\\r\\n")
+    ...     _ = Path(folder, "a.txt").write_bytes(b"\\xef\\xbb\\xbfGPU0 GPU1\\r\\n")
     ...     read_text(Path(folder, "a.txt"))
     'GPU0 GPU1\\n'
     >>> with tempfile.TemporaryDirectory() as folder:
@@ -486,9 +488,11 @@ def read_text(path: str | Path) -> str:
     """
     check_file_name(path)
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise InputError(str(path), f"byte {exc.start}", "not a UTF-8 text file") from None
+        with open(path, "rb") as fh:  # the decoder counts from after a byte order mark
+            start = exc.start + (len(codecs.BOM_UTF8) if fh.read(3) == codecs.BOM_UTF8 else 0)
+        raise InputError(str(path), f"byte {start}", "not a UTF-8 text file") from None
 
 
 def write_text(path: str | Path, text: str) -> None:

@@ -131,6 +131,22 @@ def test_files_not_in_utf8_exit_2_one_line(tmp_path, capsys, args):
     assert "not a UTF-8 text file" in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_files_with_a_byte_order_mark_are_read(tmp_path, instance_file, capsys):
+    # Windows editors may start UTF-8 files with a byte order mark; JSON refused it before.
+    marked = tmp_path / "marked.json"
+    marked.write_bytes(b"\xef\xbb\xbf" + instance_file.read_bytes())
+    assert main(["solve", str(marked), "--format", "json"]) == 0
+    marked_result = json.loads(capsys.readouterr().out)
+    assert main(["solve", str(instance_file), "--format", "json"]) == 0
+    plain_result = json.loads(capsys.readouterr().out)
+    assert marked_result.pop("wall_time") > 0 and plain_result.pop("wall_time") > 0
+    assert marked_result == plain_result
+    # A bad byte is counted from the start of the file, mark included.
+    marked.write_bytes(b"\xef\xbb\xbf{}\xff")
+    assert main(["validate", str(marked)]) == 2
+    assert "'byte 5': not a UTF-8 text file" in capsys.readouterr().err
+
+
 def test_unknown_solver_and_option_exit_2(instance_file, capsys):
     assert main(["solve", str(instance_file), "--solver", "magic"]) == 2
     assert "valid solvers: " in capsys.readouterr().err

@@ -122,6 +122,21 @@ def test_continuation_joins_with_a_space_ignores_trailing_blanks_and_may_end_the
     assert parse_topology_conf("SwitchName=s1 Nodes=a[1-2] \\\n").nodes == ("a1", "a2")
 
 
+def test_blanks_around_equals_as_in_slurm() -> None:
+    # Slurm's parser allows blanks on either side of '='; they were refused as "expected KEY=VALUE".
+    tree = parse_topology_conf(
+        'SwitchName = leaf1  Nodes= "node[01-02]" LinkSpeed =100\n'
+        "SwitchName =top Switches = leaf1\n"
+    )
+    assert tree.nodes == ("node01", "node02")
+    assert [s.name for s in tree.switches] == ["leaf1", "top"]
+    # A key with nothing after its '=' stays empty: the next KEY=VALUE is not taken as its value.
+    with pytest.raises(InputError, match="'SwitchName': empty value"):
+        parse_topology_conf("SwitchName= Nodes=a1\n")
+    with pytest.raises(InputError, match="'=a1': expected KEY=VALUE"):
+        parse_topology_conf("SwitchName = s1 =a1\n")
+
+
 def test_quoted_values_lose_their_quotes_as_in_slurm() -> None:
     # Nodes="node[01-02]" made hosts named '"node01"' and '"node02"', quotes included.
     tree = parse_topology_conf(

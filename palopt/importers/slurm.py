@@ -9,8 +9,9 @@ Format (as Slurm reads it)::
 
 Each line names one switch and either the nodes (hosts) cabled to it or its child switches, as
 Slurm host lists (:func:`palopt.hostlist.expand_hostlist`). Keys are case-insensitive;
-``LinkSpeed`` is accepted and ignored; ``#`` starts a comment; a line ending in ``\\`` continues on
-the next; a value may be written in double quotes, as Slurm allows (``Nodes="node[01-04]"``).
+``LinkSpeed`` is accepted and ignored; blanks may surround ``=``; ``#`` starts a comment; a line
+ending in ``\\`` continues on the next; a value may be written in double quotes, as Slurm allows
+(``Nodes="node[01-04]"``).
 The switches must form one tree: one root, every other switch the child of exactly one switch,
 every node under exactly one switch.
 
@@ -44,6 +45,11 @@ _KEYS = {
 }
 #: A token: runs of characters other than white space and quotes, or double-quoted text.
 _TOKEN = re.compile(r'(?:[^\s"]+|"[^"]*"?)+')
+#: A field as Slurm reads it, blanks allowed around ``=``: a key, then a whole value (quoted, or
+#: free of blanks, quotes and ``=``). Where none starts, the text up to the next blank is taken as
+#: a :data:`_TOKEN` and refused by :func:`_parse_line`; so ``SwitchName= Nodes=a1`` keeps its empty
+#: value rather than taking ``Nodes`` as the switch's name.
+_FIELD = re.compile(r'([A-Za-z0-9_.]+)\s*=\s*("[^"]*"|[^\s"=]+)(?=\s|$)')
 
 
 @dataclass(frozen=True)
@@ -143,9 +149,20 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def _tokens(line: str) -> list[str]:
+    """``KEY=VALUE`` for each field of ``line`` (blanks around ``=`` dropped), other text as is."""
+    out, pos = [], 0
+    while (start := len(line) - len(line[pos:].lstrip())) < len(line):
+        match = _FIELD.match(line, start) or _TOKEN.match(line, start)
+        assert match is not None  # a _TOKEN matches any text that does not start with a blank
+        out.append("=".join(match.groups()) if match.re is _FIELD else match[0])
+        pos = match.end()
+    return out
+
+
 def _parse_line(where: str, line: str) -> dict[str, str]:
     fields: dict[str, str] = {}
-    for token in _TOKEN.findall(line):
+    for token in _tokens(line):
         key, sep, value = token.partition("=")
         if not sep or not key or '"' in key:
             raise InputError(where, token, "expected KEY=VALUE")
