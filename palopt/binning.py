@@ -9,7 +9,7 @@ values into levels, two ways (selected by name in :func:`bin_values`):
     squared error), found exactly by dynamic programming, so the result is deterministic and
     global (no random restarts). ``k`` is the smallest number of clusters, at most ``k_max``
     (default 8), such that every value lies within a relative tolerance ``tol`` (default 2%) of
-    its cluster centre: ``|v - centre| <= tol * centre``. If no ``k <= k_max`` meets the
+    its cluster centre: ``|v - centre| <= tol * |centre|``. If no ``k <= k_max`` meets the
     tolerance, ``k_max`` is used. A value's level is its cluster centre, on the scale of the
     input (with profiles normalised to the median GPU, 1.0 is the median GPU).
 
@@ -65,6 +65,12 @@ class Binning:
         ``"kmeans"`` or ``"artifact"``.
     sse : float
         Total squared distance of the values to their cluster centres.
+
+    Examples
+    --------
+    >>> b = bin_values([1.0, 1.01, 1.5])
+    >>> b.k, b.labels.tolist(), b.levels.round(3).tolist()
+    (2, [0, 0, 1], [1.005, 1.005, 1.5])
     """
 
     levels: np.ndarray
@@ -76,7 +82,13 @@ class Binning:
 
     @property
     def distinct_levels(self) -> np.ndarray:
-        """The distinct levels, ascending (one per cluster)."""
+        """The distinct levels, ascending (one per cluster).
+
+        Examples
+        --------
+        >>> bin_values([1.5, 1.0, 1.01]).distinct_levels.round(3).tolist()
+        [1.005, 1.5]
+        """
         return np.unique(self.levels)
 
 
@@ -237,6 +249,20 @@ def artifact_k(values: Sequence[float] | np.ndarray) -> int:
 
     The standard deviation is the sample one (``ddof=1``), as pandas computes it. The result
     is capped at the number of distinct values.
+
+    Parameters
+    ----------
+    values : sequence of float
+        Finite values, e.g. one class's slowdowns over a cluster's GPUs.
+
+    Returns
+    -------
+    int
+
+    Raises
+    ------
+    InputError
+        For values that are not a non-empty, flat sequence of finite numbers.
 
     Examples
     --------

@@ -32,7 +32,29 @@ __all__ = [
 
 @dataclass(frozen=True)
 class CostBreakdown:
-    """A job's cost on a GPU set and the parts it is made of."""
+    """A job's cost on a GPU set and the parts it is made of.
+
+    Parameters
+    ----------
+    cost : float
+        ``slowdown * penalty`` (unweighted).
+    slowdown : float
+        The largest slowdown of the GPUs for the job's class.
+    tier : str
+        The lowest tier holding all the GPUs.
+    penalty : float
+        The locality penalty of that tier for the job's class.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.instance import Instance, Job
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.2, 0.9, 1.0]]),
+    ...                 np.array([[1.0, 1.5, 1.5]]), (Job("a", 2, "A"), Job("b", 1, "A")))
+    >>> job_cost(inst, inst.queue[0], [2, 3])
+    CostBreakdown(cost=1.0, slowdown=1.0, tier='server', penalty=1.0)
+    """
 
     cost: float
     slowdown: float
@@ -132,6 +154,23 @@ class Evaluation:
     """A placement's objective value: which queue positions are placed, and the weighted cost.
 
     Compare two evaluations by :attr:`key` (smaller is better).
+
+    Parameters
+    ----------
+    placed : tuple of bool
+        Whether each queued job is placed, in queue order.
+    total_cost : float
+        The weighted sum of the placed jobs' costs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.instance import Instance, Job
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.2, 0.9, 1.0]]),
+    ...                 np.array([[1.0, 1.5, 1.5]]), (Job("a", 2, "A"), Job("b", 1, "A")))
+    >>> evaluate(inst, {"a": [2, 3]})
+    Evaluation(placed=(True, False), total_cost=1.0)
     """
 
     placed: tuple[bool, ...]
@@ -139,12 +178,26 @@ class Evaluation:
 
     @property
     def n_placed(self) -> int:
-        """Number of placed jobs."""
+        """Number of placed jobs.
+
+        Examples
+        --------
+        >>> Evaluation((True, False, True), 2.5).n_placed
+        2
+        """
         return sum(self.placed)
 
     @property
     def key(self) -> tuple[tuple[bool, ...], float]:
-        """Sort key: more of the queue placed (earlier first) wins, then lower cost."""
+        """Sort key: the first queue position placed in one and not the other wins (placing a
+        job beats placing any number of later ones), then the lower cost.
+
+        Examples
+        --------
+        >>> a, b = Evaluation((True, False, False), 1.0), Evaluation((False, True, True), 0.5)
+        >>> min([a, b], key=lambda e: e.key) is a
+        True
+        """
         return tuple(not p for p in self.placed), self.total_cost
 
 

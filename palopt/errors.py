@@ -76,6 +76,16 @@ class InputError(PaloptError, ValueError):
         """The same error with ``prefix`` before its field: the file it was found in, say,
         where several files are in play.
 
+        Parameters
+        ----------
+        prefix : str
+            Text put before the field's name, e.g. ``"q.json: "``.
+
+        Returns
+        -------
+        InputError
+            A new error of this error's type, with the same value and problem.
+
         Examples
         --------
         >>> print(InputError("queue[0].class", "Z", "unknown class").prefixed("q.json: "))
@@ -105,12 +115,36 @@ class UnknownSolverError(PaloptError, KeyError):
 
 
 class InfeasiblePlacementError(PaloptError):
-    """A placement that breaks the feasibility rules (see :func:`palopt.cost.assert_feasible`)."""
+    """A placement that breaks the feasibility rules (see :func:`palopt.cost.assert_feasible`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, assert_feasible, build_cluster
+    >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+    ...                 (Job("a", 2, "A"),))
+    >>> try:
+    ...     assert_feasible(inst, {"a": [0]})
+    ... except InfeasiblePlacementError as exc:
+    ...     print(exc)
+    job 'a' needs 2 GPUs, got 1
+    """
 
 
 def counted(n: int, noun: str) -> str:
     """``n`` and ``noun``, the noun in the plural unless ``n`` is 1 (regular English plurals:
     ``-es`` after s, x, ch and sh, else ``-s``).
+
+    Parameters
+    ----------
+    n : int
+    noun : str
+        The noun in the singular.
+
+    Returns
+    -------
+    str
+        ``n``, a space and the noun.
 
     Examples
     --------
@@ -159,6 +193,14 @@ def check_seed(seed: Any, field: str = "seed") -> int | None:
 def is_number(value: Any) -> TypeGuard[float]:
     """Whether ``value`` is a real number: an int or float, numpy's too, but not a bool.
 
+    Parameters
+    ----------
+    value : Any
+
+    Returns
+    -------
+    bool
+
     Examples
     --------
     >>> import numpy as np
@@ -171,6 +213,14 @@ def is_number(value: Any) -> TypeGuard[float]:
 def is_finite_number(value: Any) -> TypeGuard[float]:
     """Whether ``value`` is a real number (not a bool) that is finite as a float (``10**400``
     is not: it has no float).
+
+    Parameters
+    ----------
+    value : Any
+
+    Returns
+    -------
+    bool
 
     Examples
     --------
@@ -219,6 +269,22 @@ def check_number(
     """``value`` as a ``float``: a finite number above ``low`` (or at ``low``, if ``inclusive``)
     and at most ``high``.
 
+    Parameters
+    ----------
+    value : Any
+    field : str
+        The name the error message gives the value.
+    low : float, default 0.0
+        The lower limit.
+    inclusive : bool, default False
+        Whether ``low`` itself is allowed.
+    high : float, default inf
+        The upper limit, allowed.
+
+    Returns
+    -------
+    float
+
     Raises
     ------
     InputError
@@ -251,6 +317,16 @@ def check_number(
 def check_count(value: Any, field: str) -> int:
     """``value`` as an ``int`` if it is a positive integer.
 
+    Parameters
+    ----------
+    value : Any
+    field : str
+        The name the error message gives the value.
+
+    Returns
+    -------
+    int
+
     Raises
     ------
     InputError
@@ -270,6 +346,16 @@ def check_count(value: Any, field: str) -> int:
 
 def check_flag(value: Any, field: str) -> bool:
     """``value`` if it is ``True`` or ``False``: ``bool("no")`` is true, so strings are refused.
+
+    Parameters
+    ----------
+    value : Any
+    field : str
+        The name the error message gives the value.
+
+    Returns
+    -------
+    bool
 
     Raises
     ------
@@ -323,6 +409,19 @@ def check_fields(data: Mapping[str, Any], known: Collection[str], where: str = "
 def refuse_differing(field: str, value: Any, options: Mapping[str, Any], key: str, by: str) -> None:
     """Refuse a value given twice, as ``field`` and as the option ``key`` among ``options`` (of
     ``by``), unless the two agree or ``value`` is ``None``.
+
+    Parameters
+    ----------
+    field : str
+        The name of the value given directly, e.g. ``"--time-limit"``.
+    value : Any
+        That value; ``None``: not given.
+    options : mapping
+        The options given besides.
+    key : str
+        The option that gives the same setting.
+    by : str
+        How the options were given, e.g. ``"-o"``.
 
     Raises
     ------

@@ -41,10 +41,20 @@ class Job:
         Dense GPU indices the job runs on now (empty for a waiting job). Sticky solvers may keep
         them; non-sticky solvers report whether the job kept them.
 
+    Raises
+    ------
+    InputError
+        If ``current_gpus`` is a string, bytes, a mapping, a 0-d array or not iterable (the
+        other fields are checked by the :class:`Instance` the job joins).
+
     Examples
     --------
     >>> Job("j1", 2, "classA").is_running
     False
+    >>> Job("j2", 1, "classA", current_gpus=3)
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: job 'j2'.current_gpus = 3: expected GPU indices
     """
 
     id: str
@@ -79,7 +89,13 @@ class Job:
 
     @property
     def is_running(self) -> bool:
-        """Whether the job holds GPUs now."""
+        """Whether the job holds GPUs now.
+
+        Examples
+        --------
+        >>> Job("j1", 1, "classA", current_gpus=(3,)).is_running
+        True
+        """
         return bool(self.current_gpus)
 
 
@@ -114,6 +130,20 @@ class Instance:
     InputError
         Naming the field and value, for any inconsistency (shapes, NaN or non-positive slowdowns,
         unknown classes, duplicate job ids, bad GPU indices, a job larger than the cluster, ...).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import build_cluster
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A", "B"), np.ones((2, 4)), np.ones((2, 3)),
+    ...                 (Job("a", 2, "B"), Job("b", 1, "A", current_gpus=(3,))),
+    ...                 busy=np.array([True, False, False, False]))
+    >>> inst.n_available, inst.class_index
+    (3, {'A': 0, 'B': 1})
+    >>> Instance(inst.topology, ("A",), np.ones((1, 4)), np.ones((1, 2)), ())
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: penalty = (1, 2): expected shape (1, 3)
     """
 
     topology: Topology
@@ -185,22 +215,68 @@ class Instance:
 
     @property
     def n_available(self) -> int:
-        """Number of GPUs not busy (free or held by queued jobs)."""
+        """Number of GPUs not busy (free or held by queued jobs).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt import build_cluster
+        >>> Instance(build_cluster(1, 1, 4), ("A",), np.ones((1, 4)), np.ones((1, 3)), (),
+        ...          busy=np.array([1, 1, 0, 0])).n_available
+        2
+        """
         return int(self.topology.n_gpus - self.busy.sum())
 
     def job_class_indices(self) -> np.ndarray:
-        """Class index of every queued job, in queue order."""
+        """Class index of every queued job, in queue order.
+
+        Returns
+        -------
+        numpy.ndarray
+            ``int64`` indices into :attr:`classes`.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt import build_cluster
+        >>> Instance(build_cluster(1, 1, 2), ("A", "B"), np.ones((2, 2)), np.ones((2, 3)),
+        ...          (Job("a", 1, "B"), Job("b", 1, "A"))).job_class_indices().tolist()
+        [1, 0]
+        """
         return np.array([self.class_index[j.job_class] for j in self.queue], dtype=np.int64)
 
     def replace_queue(self, queue: Sequence[Job]) -> Instance:
         """A copy of this instance with another queue (validated; the rest is this instance's,
         already checked: a simulation calls this every round).
 
+        Parameters
+        ----------
+        queue : sequence of Job
+            The new queue, in the scheduler's order.
+
+        Returns
+        -------
+        Instance
+            A new instance; this one is unchanged.
+
         Raises
         ------
         InputError
             For a ``queue`` that is not a sequence of jobs, or a job the instance cannot hold
             (as :class:`Instance` checks its queue).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt import build_cluster
+        >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+        ...                 (Job("a", 1, "A"),))
+        >>> [j.id for j in inst.replace_queue([Job("b", 2, "A")]).queue], inst.queue[0].id
+        (['b'], 'a')
+        >>> inst.replace_queue([Job("c", 1, "Z")])
+        Traceback (most recent call last):
+        ...
+        palopt.errors.InputError: queue[0].class = 'Z': unknown class; known: A
         """
         require_queue(queue)
         queue = tuple(queue)
@@ -233,6 +309,15 @@ MAX_ROUND = 1e305
 def require_instance(value: object) -> None:
     """Raise :class:`InputError` unless ``value`` is an :class:`Instance` (the one check of the
     argument of every function that takes one).
+
+    Parameters
+    ----------
+    value : object
+
+    Raises
+    ------
+    InputError
+        Naming the type of ``value``.
 
     Examples
     --------
@@ -289,6 +374,19 @@ def check_meta(meta: Mapping[str, object], where: str = "") -> None:
     """Refuse a descriptive field that is not one of :data:`META_FIELDS` or not a string (the
     one check of an instance's ``meta``, of its file's top and of ``instance_to_dict``'s).
 
+    Parameters
+    ----------
+    meta : mapping of str to object
+        The descriptive fields.
+    where : str, default ""
+        Prefix of the field's name in the message, e.g. ``"meta."``.
+
+    Raises
+    ------
+    InputError
+        Naming the first field not in :data:`META_FIELDS` (in sorted order), or a value that is
+        not a string.
+
     Examples
     --------
     >>> check_meta({"name": 3})
@@ -304,7 +402,25 @@ def check_meta(meta: Mapping[str, object], where: str = "") -> None:
 
 def require_queue(queue: object) -> None:
     """Raise :class:`InputError` unless ``queue`` is a sequence of jobs (not one Job, None or a
-    generator); the jobs themselves are checked with the instance they join."""
+    generator); the jobs themselves are checked with the instance they join.
+
+    Parameters
+    ----------
+    queue : object
+
+    Raises
+    ------
+    InputError
+        Naming the type of ``queue``.
+
+    Examples
+    --------
+    >>> require_queue([Job("a", 1, "A")])
+    >>> require_queue(Job("a", 1, "A"))
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: queue = 'Job': expected a sequence of Jobs
+    """
     if isinstance(queue, Job) or not _is_sequence(queue):
         raise InputError("queue", type(queue).__name__, "expected a sequence of Jobs")
 

@@ -94,7 +94,38 @@ def require_field(
     data: Mapping[str, Any], key: str, kind: type | tuple[type, ...], where: str
 ) -> Any:
     """``data[key]``, checked to be of ``kind`` (an integral float read as an ``int``), or an
-    InputError naming ``where + key``."""
+    InputError naming ``where + key``.
+
+    Parameters
+    ----------
+    data : mapping
+        A parsed JSON object.
+    key : str
+        The field to read.
+    kind : type or tuple of type
+        The types allowed; a bool is refused unless ``kind`` is ``bool``.
+    where : str
+        Prefix of the field's name in the message, e.g. ``"queue[3]."``.
+
+    Returns
+    -------
+    Any
+        The value; with ``kind`` ``int``, a float with no fraction as an ``int``.
+
+    Raises
+    ------
+    InputError
+        If ``key`` is missing, or its value is not of ``kind``.
+
+    Examples
+    --------
+    >>> require_field({"num_gpus": 2.0}, "num_gpus", int, "queue[0].")
+    2
+    >>> require_field({"num_gpus": True}, "num_gpus", int, "queue[0].")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: queue[0].num_gpus = True: expected int
+    """
     if key not in data:
         raise InputError(f"{where}{key}", None, "required field is missing")
     value = _integral(data[key]) if kind is int else data[key]
@@ -298,6 +329,19 @@ def queue_from_list(topology: Topology, data: Any) -> tuple[Job, ...]:
 def busy_from_list(topology: Topology, ids: Any, field: str = "busy") -> np.ndarray:
     """The mask of the GPUs an instance file's ``busy`` list names (``field`` in messages).
 
+    Parameters
+    ----------
+    topology : Topology
+    ids : list of str
+        GPU ids of ``topology``.
+    field : str, default "busy"
+        The name error messages give ``ids``.
+
+    Returns
+    -------
+    numpy.ndarray
+        Boolean mask of ``topology.n_gpus`` GPUs, true for those listed.
+
     Raises
     ------
     InputError
@@ -321,6 +365,16 @@ def busy_from_list(topology: Topology, ids: Any, field: str = "busy") -> np.ndar
 
 def load_topology(path: str | Path) -> Topology:
     """The topology of a topology JSON file (node-link or ``{"shape": ...}``) or instance file.
+
+    Parameters
+    ----------
+    path : str or Path
+        A topology file (see :func:`topology_from_spec`), or an instance file (its
+        ``topology``).
+
+    Returns
+    -------
+    Topology
 
     Raises
     ------
@@ -437,6 +491,21 @@ def check_file_name(path: object, field_name: str = "path") -> None:
     with a NUL character (which ``open`` refuses with a ``ValueError``): an :class:`InputError`
     naming ``field_name``.
 
+    Parameters
+    ----------
+    path : object
+        The file name to check: a ``str`` or ``os.PathLike``.
+    field_name : str, default "path"
+        The name the error message gives ``path``.
+
+    Raises
+    ------
+    InputError
+        If ``path`` is not a ``str`` or ``os.PathLike``, is empty or holds a NUL character.
+
+    Examples
+    --------
+    >>> check_file_name("runs/a.json")
     >>> check_file_name("a\\0b", "trace")
     Traceback (most recent call last):
     ...
@@ -587,6 +656,18 @@ def read_json(path: str | Path) -> Any:
 
 def parse_json(text: str, where: str) -> Any:
     """Parse JSON text as strictly as :func:`read_json` parses a file (``where`` names it).
+
+    Parameters
+    ----------
+    text : str
+        The JSON text.
+    where : str
+        The name error messages give the text, e.g. a file or an option.
+
+    Returns
+    -------
+    Any
+        The parsed value.
 
     Raises
     ------

@@ -40,7 +40,17 @@ PLACED_FIELDS = ("job", "action", "gpus", "servers", "cost", "slowdown", "tier",
 
 
 class Status:
-    """Solve status values."""
+    """Solve status values.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster, solve
+    >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+    ...                 (Job("a", 1, "A"),))
+    >>> solve(inst, "pal").status == Status.HEURISTIC
+    True
+    """
 
     OPTIMAL = "optimal"
     FEASIBLE = "feasible"
@@ -59,7 +69,19 @@ STATUSES = (
 
 
 class Action:
-    """What happens to a job this round."""
+    """What happens to a job this round.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster, solve
+    >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+    ...                 (Job("a", 1, "A", current_gpus=(1,)), Job("b", 2, "A")))
+    >>> [p.action for p in solve(inst, "packed-sticky").placements]
+    ['keep', 'wait']
+    >>> [p.action for p in solve(inst, "pal").placements]  # PAL is not sticky
+    ['migrate', 'wait']
+    """
 
     START = "start"  # was waiting, now placed
     KEEP = "keep"  # was running, keeps exactly its GPUs
@@ -111,7 +133,13 @@ class JobPlacement:
 
     @property
     def placed(self) -> bool:
-        """Whether the job got GPUs."""
+        """Whether the job got GPUs.
+
+        Examples
+        --------
+        >>> JobPlacement("k", (), Action.WAIT, reason="no room").placed
+        False
+        """
         return bool(self.gpus)
 
     @classmethod
@@ -130,6 +158,15 @@ class JobPlacement:
 
         The frozen dataclass ``__init__`` sets each field through ``object.__setattr__``; this
         fills the instance dictionary in one call instead (there is no ``__post_init__``).
+
+        Parameters
+        ----------
+        job_id, gpus, action, cost, slowdown, tier, penalty, reason
+            The fields, as for :class:`JobPlacement`; none is checked.
+
+        Returns
+        -------
+        JobPlacement
 
         Examples
         --------
@@ -176,7 +213,7 @@ class PlacementResult:
         The solver's configuration: its options, and the seed and time limit where it uses
         them (random and exact solvers).
     gap : float or None
-        ``(objective - bound) / objective`` when there is a bound (a property).
+        ``(objective - bound) / objective`` when there is a bound (a property: :attr:`gap`).
 
     Examples
     --------
@@ -203,7 +240,17 @@ class PlacementResult:
 
     @property
     def gap(self) -> float | None:
-        """Relative gap ``(objective - bound) / objective`` (0 when both are 0)."""
+        """Relative gap ``(objective - bound) / |objective|``, at least 0 (a bound within the
+        back end's tolerance above the objective gives 0), and 0 for an objective of 0 (no job
+        placed); ``None`` without a bound.
+
+        Examples
+        --------
+        >>> PlacementResult((), "milp", "feasible", 2.0, 0, 0.1, bound=1.5).gap
+        0.25
+        >>> PlacementResult((), "pal", "heuristic", 2.0, 0, 0.1).gap is None
+        True
+        """
         if self.bound is None:
             return None
         if self.objective == 0:
@@ -218,6 +265,15 @@ class PlacementResult:
         dict
             Job id -> dense GPU indices, for placed jobs only (what
             :func:`palopt.cost.check_feasible` takes).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt import Instance, Job, build_cluster, solve
+        >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+        ...                 (Job("a", 1, "A"), Job("b", 2, "A")))
+        >>> solve(inst, "pal").assignment()
+        {'a': (0,)}
         """
         return {p.job_id: p.gpus for p in self.placements if p.gpus}
 
@@ -269,6 +325,15 @@ class PlacementResult:
         Returns
         -------
         pandas.DataFrame
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt import Instance, Job, build_cluster, solve
+        >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+        ...                 (Job("a", 1, "A"), Job("b", 2, "A")))
+        >>> solve(inst, "pal").to_frame(inst)[["job", "action", "gpus"]].values.tolist()
+        [['a', 'start', ('gpu0',)], ['b', 'wait', ()]]
         """
         from palopt.export import to_frame
 
@@ -293,6 +358,16 @@ class PlacementResult:
         ------
         InputError
             If the result is not of ``instance`` (:meth:`check_instance`).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt import Instance, Job, build_cluster, solve
+        >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+        ...                 (Job("a", 1, "A"), Job("b", 2, "A")))
+        >>> data = solve(inst, "pal").to_dict(inst)
+        >>> data["format"], data["n_placed"], data["jobs"][0]["gpus"]
+        ('palopt.result/1', 1, ['gpu0'])
         """
         self.check_instance(instance)
         topo = instance.topology
@@ -477,6 +552,19 @@ def load_result(path: str | Path, instance: Instance) -> PlacementResult:
         For invalid JSON or a result :meth:`PlacementResult.from_dict` refuses.
     OSError
         If the file cannot be read.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> import numpy as np
+    >>> from palopt import Instance, Job, build_cluster, solve
+    >>> from palopt.io import write_text
+    >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+    ...                 (Job("a", 1, "A"),))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     write_text(f"{folder}/r.json", json.dumps(solve(inst, "pal").to_dict(inst)))
+    ...     load_result(f"{folder}/r.json", inst).assignment()
+    {'a': (0,)}
     """
     return PlacementResult.from_dict(read_json(path), instance)
 

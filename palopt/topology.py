@@ -121,26 +121,65 @@ class Topology:
 
     @property
     def n_gpus(self) -> int:
-        """Number of GPUs."""
+        """Number of GPUs.
+
+        Examples
+        --------
+        >>> build_cluster(2, 2, 4).n_gpus
+        16
+        """
         return len(self.gpu_ids)
 
     @property
     def n_servers(self) -> int:
-        """Number of servers."""
+        """Number of servers.
+
+        Examples
+        --------
+        >>> build_cluster(2, 2, 4).n_servers
+        4
+        """
         return len(self.server_ids)
 
     @property
     def server_sizes(self) -> np.ndarray:
-        """Number of GPUs of each server."""
+        """Number of GPUs of each server.
+
+        Examples
+        --------
+        >>> build_cluster(1, 2, 4).server_sizes.tolist()
+        [4, 4]
+        """
         return np.diff(self.server_start)
 
     def index(self, gpu_id: str, field_name: str = "gpu") -> int:
         """Dense index of a GPU.
 
+        Parameters
+        ----------
+        gpu_id : str
+            The GPU's node name.
+        field_name : str, default "gpu"
+            What an error names.
+
+        Returns
+        -------
+        int
+
         Raises
         ------
         InputError
             Naming ``field_name`` if there is no GPU of that name.
+
+        Examples
+        --------
+        >>> topo = build_cluster(1, 2, 4)
+        >>> topo.index("gpu5")
+        5
+        >>> topo.index("gpu9", "busy[0]")
+        Traceback (most recent call last):
+        ...
+        palopt.errors.InputError: busy[0] = 'gpu9': no GPU of that id in the topology
         """
         idx = self._gpu_index.get(gpu_id) if isinstance(gpu_id, str) else None
         if idx is None:
@@ -150,10 +189,27 @@ class Topology:
     def indices(self, gpu_ids: Iterable[str], field_name: str = "gpus") -> np.ndarray:
         """Dense indices of GPU names, in the given order.
 
+        Parameters
+        ----------
+        gpu_ids : iterable of str
+            GPU node names.
+        field_name : str, default "gpus"
+            What an error names.
+
+        Returns
+        -------
+        numpy.ndarray
+            The indices, as ``int64``.
+
         Raises
         ------
         InputError
             Naming ``field_name`` if a name is unknown.
+
+        Examples
+        --------
+        >>> build_cluster(1, 2, 4).indices(["gpu3", "gpu0"]).tolist()
+        [3, 0]
         """
         return np.asarray([self.index(g, field_name) for g in gpu_ids], dtype=np.int64)
 
@@ -164,6 +220,10 @@ class Topology:
         ----------
         gpus : sequence of int
             Dense GPU indices, at least one.
+
+        Returns
+        -------
+        int
 
         Examples
         --------
@@ -179,25 +239,60 @@ class Topology:
         """Name of the lowest tier holding all of ``gpus`` (see :meth:`tier_index`, which the
         solvers call without checks).
 
+        Parameters
+        ----------
+        gpus : sequence of int
+            Dense GPU indices.
+
+        Returns
+        -------
+        str
+
         Raises
         ------
         InputError
             Unless ``gpus`` is a non-empty list of GPU indices of this topology.
+
+        Examples
+        --------
+        >>> topo = build_cluster(racks=2, servers_per_rack=2, gpus_per_server=4)
+        >>> topo.tier_of([0, 1]), topo.tier_of([0, 4]), topo.tier_of([0, 8])
+        ('server', 'rack', 'cluster')
         """
         return self.tiers[self.tier_index(self.check_indices(gpus, "gpu"))]
 
     @property
     def server_tier(self) -> int:
-        """Index of the ``server`` tier in :attr:`tiers` (1 with NVLink islands, else 0)."""
+        """Index of the ``server`` tier in :attr:`tiers` (1 with NVLink islands, else 0).
+
+        Examples
+        --------
+        >>> build_cluster(1, 2, 4).server_tier
+        0
+        """
         return self.tiers.index(SERVER)
 
     def server_of(self, gpu: int) -> str:
         """Name of the server holding GPU index ``gpu``.
 
+        Parameters
+        ----------
+        gpu : int
+            A dense GPU index.
+
+        Returns
+        -------
+        str
+
         Raises
         ------
         InputError
             Unless ``gpu`` is a GPU index of this topology.
+
+        Examples
+        --------
+        >>> build_cluster(1, 2, 4).server_of(5)
+        'server1'
         """
         if isinstance(gpu, (bool, np.bool_)) or not isinstance(gpu, (int, np.integer)):
             raise InputError("gpu", gpu, "expected a GPU index")
@@ -250,6 +345,12 @@ class Topology:
 
         numpy values among the graph's attributes become Python ones.
 
+        Returns
+        -------
+        dict
+            ``directed``, ``multigraph``, ``graph``, ``nodes`` and ``edges``, as
+            :meth:`from_node_link` reads them.
+
         Raises
         ------
         InputError
@@ -271,10 +372,31 @@ class Topology:
         :data:`EDGE_ATTRIBUTES` are kept with the graph, and a warning (``logging``) names them:
         palopt reads nothing from them, so a misspelt ``local`` would otherwise pass unseen.
 
+        Parameters
+        ----------
+        data : dict
+            Node-link data, as :meth:`to_node_link` writes it.
+        field_name : str, default "topology"
+            Prefix for error messages.
+
+        Returns
+        -------
+        Topology
+
         Raises
         ------
         InputError
             If the data is not node-link form or the graph is not a valid cluster.
+
+        Examples
+        --------
+        >>> topo = Topology.from_node_link(build_cluster(1, 2, 2).to_node_link())
+        >>> topo.gpu_ids, topo.tiers
+        (('gpu0', 'gpu1', 'gpu2', 'gpu3'), ('server', 'rack', 'cluster'))
+        >>> Topology.from_node_link({"nodes": []})
+        Traceback (most recent call last):
+        ...
+        palopt.errors.InputError: topology = ['nodes']: expected an 'edges' list
         """
         if not isinstance(data, dict) or "nodes" not in data:
             raise InputError(field_name, data, "expected node-link data with 'nodes' and 'edges'")
@@ -362,6 +484,25 @@ class Topology:
             from a server, switch levels with clashing tier names, or a ``local`` index that is
             not an integer >= 0, is repeated in a server, or is missing where another GPU of
             the server has one.
+
+        Examples
+        --------
+        One switch, one server, two GPUs:
+
+        >>> import networkx as nx
+        >>> g = nx.Graph()
+        >>> g.add_nodes_from([("sw", {"kind": "switch"}), ("s0", {"kind": "server"})])
+        >>> g.add_nodes_from([("g0", {"kind": "gpu"}), ("g1", {"kind": "gpu"})])
+        >>> g.add_edges_from([("sw", "s0", {"link": "network"}), ("s0", "g0", {"link": "pcie"}),
+        ...                   ("s0", "g1", {"link": "pcie"})])
+        >>> topo = Topology.from_graph(g)
+        >>> topo.gpu_ids, topo.tiers
+        (('g0', 'g1'), ('server', 'cluster'))
+        >>> g.add_node("x", kind="tpu")
+        >>> Topology.from_graph(g)
+        Traceback (most recent call last):
+        ...
+        palopt.errors.InputError: topology.nodes[x].kind = 'tpu': must be one of gpu, server, switch
         """
         if graph.is_multigraph() or graph.is_directed():
             # nx.Graph keeps the last edge of each pair of nodes: an NVLink, then a PCIe link
@@ -552,6 +693,15 @@ class Topology:
 def require_topology(value: object) -> None:
     """Raise :class:`InputError` unless ``value`` is a :class:`Topology` (the one check of the
     argument of every function that takes one).
+
+    Parameters
+    ----------
+    value : object
+
+    Raises
+    ------
+    InputError
+        Naming the type of ``value``.
 
     Examples
     --------

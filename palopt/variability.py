@@ -129,7 +129,8 @@ class VariabilityProfile:
         GPU keys (distinct).
     values : numpy.ndarray
         ``values[c, g]``: slowdown of GPU ``gpus[g]`` for ``classes[c]`` (1.0 = median GPU,
-        larger = slower); ``NaN`` if not measured. Finite values must be positive.
+        larger = slower); ``NaN`` if not measured, every other value from
+        :data:`~palopt.instance.MIN_FACTOR` to :data:`~palopt.instance.MAX_FACTOR`.
     source : str
         Free-text note on where the values came from.
     origin : tuple of str
@@ -138,8 +139,10 @@ class VariabilityProfile:
     Raises
     ------
     InputError
-        For duplicate names, a shape mismatch, non-positive or infinite values, or a class
-        with no value.
+        For no classes or no GPUs, names (or ``origin`` entries, or ``source``) that are not
+        strings, duplicate names, values that are not numbers or not of the shape
+        ``(classes, gpus)``, a value out of that range, a class with no value, or an ``origin``
+        that is neither empty nor one name per GPU.
 
     Examples
     --------
@@ -205,23 +208,61 @@ class VariabilityProfile:
 
     @property
     def n_gpus(self) -> int:
-        """Number of GPUs."""
+        """Number of GPUs.
+
+        Examples
+        --------
+        >>> VariabilityProfile(("A",), ("g0", "g1"), np.array([[1.0, 1.2]])).n_gpus
+        2
+        """
         return len(self.gpus)
 
     def row(self, job_class: str) -> np.ndarray:
         """The values of one class (read-only).
 
+        Parameters
+        ----------
+        job_class : str
+            One of :attr:`classes`.
+
+        Returns
+        -------
+        numpy.ndarray
+            One value per GPU, in the order of :attr:`gpus` (``NaN`` if not measured).
+
         Raises
         ------
         InputError
             For an unknown class.
+
+        Examples
+        --------
+        >>> p = VariabilityProfile(("A", "B"), ("g0", "g1"), np.array([[1.0, 1.2], [0.9, 1.1]]))
+        >>> p.row("B").tolist()
+        [0.9, 1.1]
+        >>> p.row("C")
+        Traceback (most recent call last):
+        ...
+        palopt.errors.InputError: class = 'C': unknown class; known: A, B
         """
         if job_class not in self.classes:
             raise InputError("class", job_class, f"unknown class; known: {', '.join(self.classes)}")
         return self.values[self.classes.index(job_class)]
 
     def complete(self) -> np.ndarray:
-        """Mask of the GPUs measured in every class."""
+        """Mask of the GPUs measured in every class.
+
+        Returns
+        -------
+        numpy.ndarray
+            Boolean, one entry per GPU.
+
+        Examples
+        --------
+        >>> values = np.array([[1.0, 1.2], [np.nan, 0.9]])
+        >>> VariabilityProfile(("A", "B"), ("g0", "g1"), values).complete().tolist()
+        [False, True]
+        """
         return ~np.isnan(self.values).any(axis=0)
 
     def select(self, classes: Mapping[str, str] | Sequence[str]) -> VariabilityProfile:
@@ -232,6 +273,16 @@ class VariabilityProfile:
         classes : sequence of str or mapping new name -> existing class
             A mapping may name one existing class under several new names (the artifact
             profiles classes B and C both from BERT).
+
+        Returns
+        -------
+        VariabilityProfile
+            This profile's GPUs, source and origin, with the rows of the classes asked for.
+
+        Raises
+        ------
+        InputError
+            For a class this profile does not have.
 
         Examples
         --------
@@ -250,6 +301,17 @@ class VariabilityProfile:
 
         GPUs keep this profile's order, then the other's new GPUs in its order; a GPU missing
         from one side has ``NaN`` for that side's classes.
+
+        Parameters
+        ----------
+        other : VariabilityProfile
+            A profile with none of this profile's classes.
+
+        Returns
+        -------
+        VariabilityProfile
+            This profile's classes, then the other's; the sources joined by ``"; "``; no
+            origin.
 
         Raises
         ------
@@ -281,7 +343,20 @@ class VariabilityProfile:
         return VariabilityProfile(self.classes + other.classes, gpus, values, source)
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form (``palopt.profile/1``; ``NaN`` becomes ``null``)."""
+        """The JSON form (``palopt.profile/1``; ``NaN`` becomes ``null``).
+
+        Returns
+        -------
+        dict
+            ``format``, ``source``, ``classes``, ``gpus``, ``values`` (class -> one value per
+            GPU) and, if the profile has one, ``origin``.
+
+        Examples
+        --------
+        >>> values = np.array([[1.0, 1.2], [np.nan, 0.9]])
+        >>> VariabilityProfile(("A", "B"), ("g0", "g1"), values).to_dict()["values"]
+        {'A': [1.0, 1.2], 'B': [None, 0.9]}
+        """
         data: dict[str, Any] = {
             "format": PROFILE_FORMAT,
             "source": self.source,
@@ -300,10 +375,32 @@ class VariabilityProfile:
     def from_dict(cls, data: Any, where: str = "profile") -> VariabilityProfile:
         """Build from the JSON form.
 
+        Parameters
+        ----------
+        data : Any
+            A parsed ``palopt.profile/1`` object, as :meth:`to_dict` writes it.
+        where : str, default "profile"
+            The name messages give ``data``; its fields are ``where.FIELD``.
+
+        Returns
+        -------
+        VariabilityProfile
+
         Raises
         ------
         InputError
             Naming the bad field.
+
+        Examples
+        --------
+        >>> values = np.array([[1.0, 1.2], [np.nan, 0.9]])
+        >>> data = VariabilityProfile(("A", "B"), ("g0", "g1"), values).to_dict()
+        >>> VariabilityProfile.from_dict(data).values.tolist()
+        [[1.0, 1.2], [nan, 0.9]]
+        >>> VariabilityProfile.from_dict({"format": "x"})
+        Traceback (most recent call last):
+        ...
+        palopt.errors.InputError: profile.format = 'x': expected 'palopt.profile/1'
         """
         if not isinstance(data, Mapping):
             raise InputError(where, type(data).__name__, "expected a JSON object")

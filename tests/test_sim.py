@@ -762,6 +762,16 @@ def test_tiled_profile_needs_whole_servers_on_both_sides(n, n_gpus):
         profile.tiled(n_gpus, 4, seed=0)
 
 
+@pytest.mark.parametrize(
+    ("n_gpus", "per_server", "field"), [(8, 0, "gpus_per_server"), (0, 4, "n_gpus")]
+)
+def test_tiled_profile_needs_positive_counts(n_gpus, per_server, field):
+    # gpus_per_server=0 raised ZeroDivisionError.
+    profile = correlated_profile(8, ("A",), 0.05, 0.5, seed=0)
+    with pytest.raises(InputError, match=f"{field} = 0"):
+        profile.tiled(n_gpus, per_server, seed=0)
+
+
 @pytest.mark.parametrize("shape", [(1,), (1, 2, 2)])
 def test_cluster_profile_wants_a_2d_array(shape):
     with pytest.raises(InputError, match="profile.rank = 'ndarray': expected a 2-D numpy array"):

@@ -118,11 +118,32 @@ families are named and seeded by it
 class Family:
     """One benchmark family: a cluster shape, a load and a slowdown profile.
 
+    Parameters
+    ----------
+    n_gpus : int
+        The cluster size.
+    gpus_per_server : int
+        GPUs per server; racks hold :data:`RACK_GPUS` GPUs.
+    load : float
+        Share of the cluster's GPUs the queue asks for: a whole percent in (0, 1].
+    profile : {"longhorn", "synthetic"}
+        The slowdown profile (see :func:`sample_slowdowns`).
+
     Raises
     ------
     InputError
         For a shape :func:`check_shape` rejects, a load :func:`check_load` rejects or an
         unknown profile.
+
+    Examples
+    --------
+    >>> f = Family(64, 4, 0.5, "synthetic")
+    >>> f.name, f.shape
+    ('64g-4ps-50%-synthetic', (2, 8, 4))
+    >>> Family(64, 4, 0.5, "flat")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: profile = 'flat': must be one of longhorn, synthetic
     """
 
     n_gpus: int
@@ -138,12 +159,24 @@ class Family:
 
     @property
     def name(self) -> str:
-        """Short label, e.g. ``256g-4ps-100%-longhorn``."""
+        """Short label, e.g. ``256g-4ps-100%-longhorn``.
+
+        Examples
+        --------
+        >>> Family(8, 4, 1.0, "synthetic").name
+        '8g-4ps-100%-synthetic'
+        """
         return f"{self.n_gpus}g-{self.gpus_per_server}ps-{round(100 * self.load)}%-{self.profile}"
 
     @property
     def shape(self) -> tuple[int, int, int]:
-        """(racks, servers per rack, GPUs per server): racks of :data:`RACK_GPUS` GPUs."""
+        """(racks, servers per rack, GPUs per server): racks of :data:`RACK_GPUS` GPUs.
+
+        Examples
+        --------
+        >>> Family(64, 4, 1.0, "synthetic").shape, Family(8, 4, 1.0, "synthetic").shape
+        ((2, 8, 4), (1, 2, 4))
+        """
         servers = self.n_gpus // self.gpus_per_server
         per_rack = min(servers, RACK_GPUS // self.gpus_per_server)
         return servers // per_rack, per_rack, self.gpus_per_server
@@ -239,6 +272,13 @@ def sample_jobs(n_gpus: int, load: float, rng: np.random.Generator) -> list[Job]
         current GPUs. Below full load the queue stops before the first job whose GPUs, added to
         those of the jobs before it, go past ``load * n_gpus``. At full load the queue keeps that
         job and ends with two more after it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> jobs = sample_jobs(64, 0.5, np.random.default_rng(1))
+    >>> jobs[0].id, sum(j.num_gpus for j in jobs) <= 32
+    ('j0', True)
     """
     sizes, classes = _philly_jobs(str(data_dir() / "pal-artifact" / "traces"))
     ok = sizes <= max(1, min(48, n_gpus // 4))
@@ -278,6 +318,14 @@ def make_instance(family: Family, seed: int) -> Instance:
     ------
     InputError
         If ``seed`` is not a non-negative integer.
+
+    Examples
+    --------
+    >>> inst = make_instance(Family(64, 4, 0.5, "synthetic"), seed=0)
+    >>> inst.topology.n_gpus, inst.topology.tiers, inst.penalty[0].tolist()
+    (64, ('server', 'rack', 'cluster'), [1.0, 1.7, 2.0])
+    >>> make_instance(Family(64, 4, 0.5, "synthetic"), seed=0).queue == inst.queue
+    True
     """
     check_seed(seed)
     rng = np.random.default_rng(

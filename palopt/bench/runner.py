@@ -34,7 +34,22 @@ EXACT = ("cpsat", "milp:cbc", "milp:highs")
 
 @dataclass(frozen=True)
 class SolverSpec:
-    """A solver to benchmark: a label, its registry name and options, and whether it is exact."""
+    """A solver to benchmark: a label, its registry name and options, and whether it is exact.
+
+    Parameters
+    ----------
+    label : str
+        The name the rows give the solver.
+    name : str
+        Its registry name (see :func:`palopt.solvers.base.get_solver`).
+    options : tuple of (str, str), default ()
+        The options :func:`~palopt.solvers.base.get_solver` gets, as ``(key, value)`` pairs.
+
+    Examples
+    --------
+    >>> SolverSpec.parse("milp:highs")
+    SolverSpec(label='milp:highs', name='milp', options=(('backend', 'highs'),))
+    """
 
     label: str
     name: str
@@ -44,10 +59,30 @@ class SolverSpec:
     def parse(cls, text: str) -> SolverSpec:
         """``name`` or ``milp:BACKEND`` (the MILP back end).
 
+        Parameters
+        ----------
+        text : str
+            A registry name, optionally followed by ``:`` and a back end (see
+            :func:`palopt.solvers.base.split_solver_name`); also the spec's label.
+
+        Returns
+        -------
+        SolverSpec
+            Checked by building the solver once with its options.
+
         Raises
         ------
         UnknownSolverError, InputError
             For a name not in the registry, or a back end the solver does not have.
+
+        Examples
+        --------
+        >>> SolverSpec.parse("pal")
+        SolverSpec(label='pal', name='pal', options=())
+        >>> SolverSpec.parse("milp:foo")
+        Traceback (most recent call last):
+        ...
+        palopt.errors.InputError: milp.backend = 'foo': must be one of cbc, highs
         """
         name, options = split_solver_name(text)
         spec = cls(text, name, tuple(options.items()))
@@ -56,13 +91,58 @@ class SolverSpec:
 
     @property
     def exact(self) -> bool:
-        """Whether the solver proves optimality or bounds."""
+        """Whether the solver proves optimality or bounds.
+
+        Examples
+        --------
+        >>> SolverSpec.parse("milp:highs").exact, SolverSpec.parse("pal").exact
+        (True, False)
+        """
         return self.name in ("cpsat", "milp")
 
 
 @dataclass(frozen=True)
 class Row:
-    """One solver on one instance."""
+    """One solver on one instance.
+
+    Parameters
+    ----------
+    family : str
+        The family's :attr:`~palopt.bench.families.Family.name`.
+    n_gpus, gpus_per_server : int
+    load : float
+    profile : str
+        The family's shape, load and profile.
+    seed : int
+        Which instance of the family.
+    n_jobs : int
+        The jobs of the admitted queue prefix.
+    n_placed : int
+        The jobs the solver placed.
+    solver : str
+        The solver's label.
+    status : str
+        The result's status (see :class:`palopt.result.Status`).
+    objective : float
+    bound : float or None
+        The result's objective and proven lower bound.
+    wall_time : float
+        Seconds spent in the solver.
+    reference : float, default NaN
+        The instance's optimum or best lower bound.
+    reference_kind : str, default ""
+        ``"optimum"`` or ``"bound"``.
+    gap : float, default NaN
+        ``(objective - reference) / reference``.
+
+    Examples
+    --------
+    >>> from palopt.bench.families import Family
+    >>> row = run_instance(Family(8, 4, 0.5, "synthetic"), 0, [SolverSpec.parse("pal")],
+    ...                    5.0, 64, 1.0)[0]
+    >>> row.family, row.solver, row.n_placed == row.n_jobs
+    ('8g-4ps-50%-synthetic', 'pal', True)
+    """
 
     family: str
     n_gpus: int
@@ -82,7 +162,21 @@ class Row:
     gap: float = float("nan")
 
     def as_dict(self) -> dict[str, Any]:
-        """The row as a plain dict (CSV)."""
+        """The row as a plain dict (CSV).
+
+        Returns
+        -------
+        dict
+            Field name -> value, in the order of the fields.
+
+        Examples
+        --------
+        >>> from palopt.bench.families import Family
+        >>> row = run_instance(Family(8, 4, 0.5, "synthetic"), 0, [SolverSpec.parse("pal")],
+        ...                    5.0, 64, 1.0)[0]
+        >>> list(row.as_dict())[:3], row.as_dict()["solver"]
+        (['family', 'n_gpus', 'gpus_per_server'], 'pal')
+        """
         return asdict(self)
 
 
@@ -120,6 +214,22 @@ def run_instance(
         the least proven optimum, else the largest lower bound known. ``gap`` is
         ``(objective - reference) / reference`` (0.0 if the reference is not positive), or NaN
         for a solver that placed another number of jobs than the admitted prefix.
+
+    Raises
+    ------
+    InputError
+        If ``seed`` is not a non-negative integer, or ``time_limit`` is not a positive, finite
+        number and an exact solver runs.
+
+    Examples
+    --------
+    An 8-GPU instance; CP-SAT is left out above 4 GPUs:
+
+    >>> from palopt.bench.families import Family
+    >>> specs = [SolverSpec.parse("pal"), SolverSpec.parse("cpsat")]
+    >>> rows = run_instance(Family(8, 4, 0.5, "synthetic"), 0, specs, 5.0, 4, 1.0)
+    >>> [(r.solver, r.n_jobs, r.n_placed, r.reference_kind) for r in rows]
+    [('pal', 4, 4, 'bound')]
     """
     inst = make_instance(family, seed)
     rnd = make_round(inst)
@@ -214,6 +324,16 @@ def run_bench(
     list of Row
         The rows of :func:`run_instance` for every family and seed, family by family, seed by
         seed.
+
+    Examples
+    --------
+    >>> from palopt.bench.families import Family
+    >>> rows = run_bench([Family(8, 4, 0.5, "synthetic")], 2, [SolverSpec.parse("pal")],
+    ...                  5.0, 64, 1.0, progress=lambda line: print(line.split("] ")[1]))
+    8g-4ps-50%-synthetic seed 0: bound 3.892, best pal gap 0.00%
+    8g-4ps-50%-synthetic seed 1: bound 3.905, best pal gap 0.00%
+    >>> [(r.seed, r.solver) for r in rows]
+    [(0, 'pal'), (1, 'pal')]
     """
     rows: list[Row] = []
     todo = [(f, s) for f in families for s in range(seeds)]

@@ -78,7 +78,27 @@ COMPLETION_RTOL = 1e-12
 
 class SimulationStalled(PaloptError):
     """The simulation made no progress for too long (a job that can never be placed, or jobs
-    preempted before their restart cost is paid)."""
+    preempted before their restart cost is paid).
+
+    Examples
+    --------
+    Under LAS two 2-GPU jobs on 2 GPUs swap every round, each paying a restart cost of a
+    whole round:
+
+    >>> import numpy as np
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.sim.profile import ClusterProfile
+    >>> from palopt.sim.trace import TraceJob
+    >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+    >>> trace = [TraceJob("a", 2, 0.0, 1000.0, "m", "A", 1.0),
+    ...          TraceJob("b", 2, 0.0, 1000.0, "m", "A", 1.0)]
+    >>> config = SimConfig(round_s=60, restart_cost_s=60, max_idle_rounds=2)
+    >>> try:
+    ...     simulate(build_cluster(1, 1, 2), prof, trace, policy="las", config=config)
+    ... except SimulationStalled as exc:
+    ...     print(str(exc).split(" (")[0])
+    no job has gained an iteration for 4 rounds at t=360s
+    """
 
 
 @dataclass(frozen=True)
@@ -131,6 +151,26 @@ class SimConfig:
         (see :func:`palopt.sim.metrics.summary`). Default: run until every tracked job has
         completed, which may never happen where a policy starves a job for ever (LAS or SRTF
         with ``extra_jobs`` on a trace that keeps the cluster overloaded).
+
+    Raises
+    ------
+    InputError
+        For ``round_s`` or ``restart_cost_s`` out of range (the latter may be 0), a
+        ``completion`` other than ``round`` and ``exact``, an ``extra_rate`` that is not a
+        positive number, a flag that is not a bool, a ``max_idle_rounds`` that is not a positive
+        integer, a ``seed`` or ``extra_seed`` that is not a non-negative integer, or a
+        ``time_limit`` or ``max_time_s`` given and not a positive number (at most
+        :data:`palopt.sim.trace.MAX_TIME_S` for ``max_time_s``). ``penalties`` is checked by
+        :class:`Simulator`.
+
+    Examples
+    --------
+    >>> SimConfig(round_s=60, completion="exact").restart_cost_s
+    0.0
+    >>> SimConfig(completion="never")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: completion = 'never': must be 'round' or 'exact'
     """
 
     round_s: float = 360.0
@@ -169,18 +209,40 @@ class SimConfig:
 class JobTable:
     """Per-job state as numpy arrays, indexed by job number (admission order = trace order).
 
-    Attributes (arrays of length ``n``)
-    ----------------------------------
+    Every attribute but ``gpus`` is a numpy array of one entry per job.
+
+    Attributes
+    ----------
     submit, iters_total, base, num_gpus, cls, tracked : static job data
     status : 0 not arrived, 1 waiting, 2 running, 3 done
     iters_done : iterations completed
     attained_s, attained_gpu_s : seconds and GPU-seconds held (whole rounds, restart cost
         included)
     waited_s : seconds spent waiting after admission
+    lost_s : restart seconds the job still has to pay before it makes progress again
     first_start, finish : times (NaN until known)
     cost : charged cost (slowdown x penalty) on the current GPUs (NaN when not running)
     preemptions, migrations : counts
     gpus : list of tuple of int, the current GPUs of each job
+
+    Parameters
+    ----------
+    jobs : sequence of TraceJob
+        The first jobs (see :meth:`extend`).
+    class_index : mapping of str to int
+        Row of each class in the profile.
+
+    Raises
+    ------
+    InputError
+        For a job whose class is not in ``class_index``.
+
+    Examples
+    --------
+    >>> from palopt.sim.trace import TraceJob
+    >>> jt = JobTable([TraceJob("a", 2, 0.0, 100.0, "m", "A", 1.0)], {"A": 0})
+    >>> len(jt), jt.status.tolist(), jt.finish.tolist(), jt.gpus
+    (1, [0], [nan], [()])
     """
 
     def __init__(self, jobs: Sequence[TraceJob], class_index: Mapping[str, int]) -> None:
@@ -211,7 +273,31 @@ class JobTable:
         return len(self.jobs)
 
     def extend(self, jobs: Sequence[TraceJob]) -> None:
-        """Append jobs (not arrived yet)."""
+        """Append jobs (not arrived yet).
+
+        Parameters
+        ----------
+        jobs : sequence of TraceJob
+            Numbered after the jobs already in the table, in this order.
+
+        Raises
+        ------
+        InputError
+            For a job whose class has no row in the table's class index, numbered as it would
+            be in the table; no job is appended then.
+
+        Examples
+        --------
+        >>> from palopt.sim.trace import TraceJob
+        >>> jt = JobTable([], {"A": 0})
+        >>> jt.extend([TraceJob("a", 2, 5.0, 100.0, "m", "A", 1.0)])
+        >>> len(jt), jt.submit.tolist()
+        (1, [5.0])
+        >>> jt.extend([TraceJob("b", 1, 5.0, 100.0, "m", "Z", 1.0)])
+        Traceback (most recent call last):
+        ...
+        palopt.errors.InputError: trace[1].class = 'Z': no profile for this class; known: A
+        """
         for i, j in enumerate(jobs):
             if j.job_class not in self._class_index:
                 raise InputError(
@@ -240,7 +326,39 @@ class JobTable:
 
 @dataclass(frozen=True)
 class RoundRecord:
-    """The cluster state after one round's placement."""
+    """The cluster state after one round's placement.
+
+    Parameters
+    ----------
+    round : int
+        The round's number.
+    time : float
+        Its start, in seconds.
+    busy_gpus : int
+        GPUs held by running jobs.
+    running, waiting : int
+        Admitted jobs not done that run, and that wait.
+    arrived, started, completed, preempted, migrated : int
+        Jobs admitted, started or resumed, completed (in the round before), preempted and
+        migrated in this round.
+    solved : bool
+        Whether the solver ran (the shortcuts reuse an unchanged decision).
+    solve_time : float
+        Seconds spent in the solver.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.sim.profile import ClusterProfile
+    >>> from palopt.sim.trace import TraceJob
+    >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+    >>> sim = Simulator(build_cluster(1, 1, 2), prof,
+    ...                 [TraceJob("a", 1, 0.0, 30.0, "m", "A", 1.0)])
+    >>> r = sim.step()
+    >>> r.round, r.busy_gpus, r.running, r.arrived, r.started, r.solved
+    (0, 1, 1, 1, 1, True)
+    """
 
     round: int
     time: float
@@ -258,7 +376,35 @@ class RoundRecord:
 
 @dataclass(frozen=True)
 class SimResult:
-    """A finished simulation: the job table, the per-round records and the settings."""
+    """A finished simulation: the job table, the per-round records and the settings.
+
+    Parameters
+    ----------
+    jobs : JobTable
+        Every job's state at the end.
+    rounds : tuple of RoundRecord
+        One per simulated round.
+    n_gpus : int
+    solver, policy : str
+        The names of the solver and the policy.
+    config : SimConfig
+    wall_time : float
+        Seconds the simulation took.
+    meta : dict, optional
+        Extra descriptive data.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.sim.profile import ClusterProfile
+    >>> from palopt.sim.trace import TraceJob
+    >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+    >>> res = simulate(build_cluster(1, 1, 2), prof,
+    ...                [TraceJob("a", 1, 0.0, 30.0, "m", "A", 1.0)])
+    >>> res.n_gpus, res.solver, res.policy, len(res.rounds), res.jobs.finish.tolist()
+    (2, 'pal', 'fifo', 2, [360.0])
+    """
 
     jobs: JobTable
     rounds: tuple[RoundRecord, ...]
@@ -418,12 +564,38 @@ class Simulator:
 
     @property
     def time(self) -> float:
-        """Start of the current round, in seconds: round ``k`` starts at ``k x round_s``."""
+        """Start of the current round, in seconds: round ``k`` starts at ``k x round_s``.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt.topology import build_cluster
+        >>> from palopt.sim.profile import ClusterProfile
+        >>> from palopt.sim.trace import TraceJob
+        >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+        >>> trace = [TraceJob("a", 1, 0.0, 30.0, "m", "A", 1.0)]
+        >>> sim = Simulator(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
+        >>> sim.time, sim.step().time, sim.time
+        (0.0, 0.0, 60.0)
+        """
         return float(self.round * self.config.round_s)
 
     @property
     def finished(self) -> bool:
-        """Whether every tracked job has completed."""
+        """Whether every tracked job has completed.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt.topology import build_cluster
+        >>> from palopt.sim.profile import ClusterProfile
+        >>> from palopt.sim.trace import TraceJob
+        >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+        >>> trace = [TraceJob("a", 1, 0.0, 30.0, "m", "A", 1.0)]
+        >>> sim = Simulator(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
+        >>> sim.finished, sim.run().jobs.finish.tolist(), sim.finished
+        (False, [60.0], True)
+        """
         return self._tracked_left == 0
 
     # -- one round -----------------------------------------------------------------------
@@ -653,6 +825,22 @@ class Simulator:
             queued job once, or for a solver's answer that is not a valid placement.
         SimulationStalled
             When no job has gained an iteration for too long (``SimConfig.max_idle_rounds``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt.topology import build_cluster
+        >>> from palopt.sim.profile import ClusterProfile
+        >>> from palopt.sim.trace import TraceJob
+        >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+        >>> trace = [TraceJob("a", 1, 0.0, 30.0, "m", "A", 1.0)]
+        >>> sim = Simulator(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
+        >>> [sim.step().completed for _ in range(2)]
+        [0, 1]
+        >>> sim.step()
+        Traceback (most recent call last):
+        ...
+        palopt.errors.PaloptError: the simulation has finished (every tracked job completed)
         """
         if self.finished:
             raise PaloptError("the simulation has finished (every tracked job completed)")
@@ -818,6 +1006,21 @@ class Simulator:
         SimResult
             The run so far; with ``config.max_time_s`` set, its last round is the last one that
             starts before that time, and tracked jobs may be left unfinished.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt.topology import build_cluster
+        >>> from palopt.sim.profile import ClusterProfile
+        >>> from palopt.sim.trace import TraceJob
+        >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+        >>> trace = [TraceJob("a", 1, 0.0, 30.0, "m", "A", 1.0)]
+        >>> sim = Simulator(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
+        >>> res = sim.run(progress=print)
+        0
+        1
+        >>> [r.round for r in res.rounds]
+        [0, 1]
         """
         while not self.finished and self.round < self._end_round:
             self.step()
@@ -827,7 +1030,27 @@ class Simulator:
         return self.result()
 
     def result(self) -> SimResult:
-        """The simulation so far as a :class:`SimResult` (a copy: later steps leave it as it is)."""
+        """The simulation so far as a :class:`SimResult` (a copy: later steps leave it as it is).
+
+        Returns
+        -------
+        SimResult
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt.topology import build_cluster
+        >>> from palopt.sim.profile import ClusterProfile
+        >>> from palopt.sim.trace import TraceJob
+        >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+        >>> trace = [TraceJob("a", 1, 0.0, 30.0, "m", "A", 1.0)]
+        >>> sim = Simulator(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
+        >>> _ = sim.step()
+        >>> res = sim.result()
+        >>> _ = sim.step()
+        >>> len(res.rounds), res.jobs.status.tolist(), sim.jobs.status.tolist()
+        (1, [2], [3])
+        """
         return SimResult(
             copy.deepcopy(self.jobs),
             tuple(self.rounds),

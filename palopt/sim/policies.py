@@ -27,13 +27,43 @@ class SchedulingPolicy(Protocol):
 
     ``static`` is true when the order depends only on which jobs are queued (not on their
     progress), so the simulator may skip rounds in which nothing arrives or completes.
+
+    Attributes
+    ----------
+    name : str
+        The policy's name in results.
+    static : bool
+
+    Examples
+    --------
+    Any object with these attributes and an ``order`` method will do:
+
+    >>> class Reverse:
+    ...     name, static = "reverse", True
+    ...     def order(self, queue, state):
+    ...         return queue[::-1]
+    >>> get_policy(Reverse()).name
+    'reverse'
     """
 
     name: str
     static: bool
 
     def order(self, queue: np.ndarray, state: JobTable) -> np.ndarray:
-        """Job indices of ``queue`` in priority order."""
+        """Job indices of ``queue`` in priority order.
+
+        Parameters
+        ----------
+        queue : numpy.ndarray
+            Job indices (into ``state``), in admission order.
+        state : JobTable
+            The simulator's per-job arrays.
+
+        Returns
+        -------
+        numpy.ndarray
+            Each index of ``queue`` once, the first job first.
+        """
         ...
 
 
@@ -57,30 +87,113 @@ class Fifo:
     static = True
 
     def order(self, queue: np.ndarray, state: JobTable) -> np.ndarray:
-        """By submit time."""
+        """By submit time.
+
+        Parameters
+        ----------
+        queue : numpy.ndarray
+            Job indices (into ``state``), in admission order.
+        state : JobTable
+            The simulator's per-job arrays.
+
+        Returns
+        -------
+        numpy.ndarray
+            The indices of ``queue``, in priority order (ties keep admission order).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt.sim.engine import JobTable
+        >>> from palopt.sim.trace import TraceJob
+        >>> state = JobTable([TraceJob(f"j{i}", 2, 10.0 * (2 - i), 1000.0, "m", "A", 1.0)
+        ...                   for i in range(3)], {"A": 0})  # submitted at 20, 10 and 0 s
+        >>> Fifo().order(np.arange(3), state).tolist()
+        [2, 1, 0]
+        """
         return _stable(queue, state.submit[queue])
 
 
 class Las:
-    """Least attained service: by seconds run so far (not GPU-weighted, as the artifact)."""
+    """Least attained service: by seconds run so far (not GPU-weighted, as the artifact).
+
+    Examples
+    --------
+    >>> Las().name, Las().static
+    ('las', False)
+    """
 
     name = "las"
     static = False
 
     def order(self, queue: np.ndarray, state: JobTable) -> np.ndarray:
-        """By attained seconds."""
+        """By attained seconds.
+
+        Parameters
+        ----------
+        queue : numpy.ndarray
+            Job indices (into ``state``), in admission order.
+        state : JobTable
+            The simulator's per-job arrays.
+
+        Returns
+        -------
+        numpy.ndarray
+            The indices of ``queue``, in priority order (ties keep admission order).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt.sim.engine import JobTable
+        >>> from palopt.sim.trace import TraceJob
+        >>> state = JobTable([TraceJob(f"j{i}", 2, 10.0 * (2 - i), 1000.0, "m", "A", 1.0)
+        ...                   for i in range(3)], {"A": 0})  # submitted at 20, 10 and 0 s
+        >>> state.attained_s[:] = [600.0, 0.0, 60.0]
+        >>> Las().order(np.arange(3), state).tolist()
+        [1, 2, 0]
+        """
         return _stable(queue, state.attained_s[queue])
 
 
 class Srtf:
     """Shortest remaining time first: by ``base_iter_time * iterations - attained seconds``
-    (the artifact's estimate, which ignores slowdowns)."""
+    (the artifact's estimate, which ignores slowdowns).
+
+    Examples
+    --------
+    >>> Srtf().name, Srtf().static
+    ('srtf', False)
+    """
 
     name = "srtf"
     static = False
 
     def order(self, queue: np.ndarray, state: JobTable) -> np.ndarray:
-        """By estimated remaining seconds."""
+        """By estimated remaining seconds.
+
+        Parameters
+        ----------
+        queue : numpy.ndarray
+            Job indices (into ``state``), in admission order.
+        state : JobTable
+            The simulator's per-job arrays.
+
+        Returns
+        -------
+        numpy.ndarray
+            The indices of ``queue``, in priority order (ties keep admission order).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt.sim.engine import JobTable
+        >>> from palopt.sim.trace import TraceJob
+        >>> state = JobTable([TraceJob(f"j{i}", 2, 10.0 * (2 - i), 1000.0, "m", "A", 1.0)
+        ...                   for i in range(3)], {"A": 0})  # submitted at 20, 10 and 0 s
+        >>> state.attained_s[:] = [600.0, 0.0, 60.0]  # 1000 s each, on a median GPU
+        >>> Srtf().order(np.arange(3), state).tolist()
+        [0, 2, 1]
+        """
         remaining = state.base[queue] * state.iters_total[queue] - state.attained_s[queue]
         return _stable(queue, remaining)
 
@@ -132,7 +245,37 @@ class Tiresias:
         self.promote_knob = promote_knob
 
     def levels(self, queue: np.ndarray, state: JobTable) -> np.ndarray:
-        """Queue level of each job (0 = highest priority)."""
+        """Queue level of each job (0 = highest priority).
+
+        Parameters
+        ----------
+        queue : numpy.ndarray
+            Job indices (into ``state``).
+        state : JobTable
+            The simulator's per-job arrays.
+
+        Returns
+        -------
+        numpy.ndarray
+            The level of each job of ``queue``: the number of thresholds at or below its
+            GPU-seconds, or 0 for a job promoted (one that has run and waited at least
+            ``promote_knob`` times its run time).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt.sim.engine import JobTable
+        >>> from palopt.sim.trace import TraceJob
+        >>> state = JobTable([TraceJob(f"j{i}", 2, 10.0 * (2 - i), 1000.0, "m", "A", 1.0)
+        ...                   for i in range(3)], {"A": 0})  # submitted at 20, 10 and 0 s
+        >>> state.attained_s[:] = [600.0, 0.0, 60.0]
+        >>> state.attained_gpu_s[:] = 2 * state.attained_s
+        >>> state.waited_s[:] = [0.0, 660.0, 600.0]
+        >>> Tiresias([100, 1000]).levels(np.arange(3), state).tolist()
+        [2, 0, 1]
+        >>> Tiresias([100, 1000], promote_knob=2).levels(np.arange(3), state).tolist()
+        [2, 0, 0]
+        """
         level = np.searchsorted(self.thresholds, state.attained_gpu_s[queue], side="right")
         if self.promote_knob is not None:
             starving = state.waited_s[queue] >= self.promote_knob * state.attained_s[queue]
@@ -140,7 +283,31 @@ class Tiresias:
         return level
 
     def order(self, queue: np.ndarray, state: JobTable) -> np.ndarray:
-        """By queue level, then submit time."""
+        """By queue level, then submit time.
+
+        Parameters
+        ----------
+        queue : numpy.ndarray
+            Job indices (into ``state``), in admission order.
+        state : JobTable
+            The simulator's per-job arrays.
+
+        Returns
+        -------
+        numpy.ndarray
+            The indices of ``queue``, in priority order (ties keep admission order).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt.sim.engine import JobTable
+        >>> from palopt.sim.trace import TraceJob
+        >>> state = JobTable([TraceJob(f"j{i}", 2, 10.0 * (2 - i), 1000.0, "m", "A", 1.0)
+        ...                   for i in range(3)], {"A": 0})  # submitted at 20, 10 and 0 s
+        >>> state.attained_gpu_s[:] = [1200.0, 0.0, 120.0]
+        >>> Tiresias([100, 1000]).order(np.arange(3), state).tolist()
+        [1, 2, 0]
+        """
         return _stable(queue, self.levels(queue, state), state.submit[queue])
 
 

@@ -39,6 +39,16 @@ class ClusterProfile:
     InputError
         If ``rank`` or ``charge`` is not a 2-D numpy array of one row per class, if their shapes
         differ, or for an entry that is not a finite number from ``1e-12`` to ``1e12``.
+
+    Examples
+    --------
+    >>> prof = ClusterProfile(("A",), np.array([[1.0, 1.1]]), np.array([[1.0, 1.2]]))
+    >>> prof.rank.shape
+    (1, 2)
+    >>> ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 3)))
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: profile.charge = (1, 3): expected the shape of rank, (1, 2)
     """
 
     classes: tuple[str, ...]
@@ -56,7 +66,19 @@ class ClusterProfile:
             )
 
     def fixed(self) -> ClusterProfile:
-        """The profile whose charged slowdown is the ranked one (the "fixed" model)."""
+        """The profile whose charged slowdown is the ranked one (the "fixed" model).
+
+        Returns
+        -------
+        ClusterProfile
+            The classes and ``rank`` of this profile, ``rank`` as ``charge`` too.
+
+        Examples
+        --------
+        >>> prof = ClusterProfile(("A",), np.array([[1.0, 1.1]]), np.array([[1.0, 1.2]]))
+        >>> prof.fixed().charge.tolist()
+        [[1.0, 1.1]]
+        """
         return ClusterProfile(self.classes, self.rank, self.rank)
 
     def tiled(self, n_gpus: int, gpus_per_server: int, seed: int) -> ClusterProfile:
@@ -64,7 +86,37 @@ class ClusterProfile:
 
         Whole servers are drawn (seeded), so values stay correlated within a server and
         across classes as measured.
+
+        Parameters
+        ----------
+        n_gpus : int
+            GPUs of the new profile.
+        gpus_per_server : int
+            GPUs per server, in this profile (whose GPUs are in server order) and the new one.
+        seed : int
+            Seed of the draws.
+
+        Returns
+        -------
+        ClusterProfile
+            ``n_gpus`` columns: ``n_gpus / gpus_per_server`` servers of this profile, each with
+            its ``rank`` and ``charge`` columns.
+
+        Raises
+        ------
+        InputError
+            If ``n_gpus`` or ``gpus_per_server`` is not a positive integer, this profile's GPUs
+            or ``n_gpus`` are not a multiple of ``gpus_per_server``, or ``seed`` is not ``None``
+            or a non-negative integer.
+
+        Examples
+        --------
+        >>> prof = ClusterProfile(("A",), np.array([[1.0, 1.1, 1.3, 1.4]]), np.ones((1, 4)))
+        >>> prof.tiled(6, 2, seed=1).rank.tolist()
+        [[1.0, 1.1, 1.3, 1.4, 1.3, 1.4]]
         """
+        check_count(n_gpus, "n_gpus")
+        check_count(gpus_per_server, "gpus_per_server")
         n = self.rank.shape[1]
         if n % gpus_per_server or n_gpus % gpus_per_server:
             raise InputError(

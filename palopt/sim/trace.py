@@ -64,6 +64,12 @@ class TraceJob:
         Seconds per iteration on a median GPU within one server.
     tracked : bool
         Whether the job counts in the results (the compat-mode extra jobs do not).
+
+    Examples
+    --------
+    >>> job = TraceJob("j1", 4, 30.0, 500.0, "resnet50", "classA", 0.2)
+    >>> job.tracked, job.ideal_seconds
+    (True, 100.0)
     """
 
     id: str
@@ -77,7 +83,13 @@ class TraceJob:
 
     @property
     def ideal_seconds(self) -> float:
-        """Run time on median GPUs within one server."""
+        """Run time on median GPUs within one server.
+
+        Examples
+        --------
+        >>> TraceJob("j1", 1, 0.0, 300.0, "m", "classA", 0.5).ideal_seconds
+        150.0
+        """
         return self.iterations * self.base_iter_time
 
 

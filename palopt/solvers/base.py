@@ -28,20 +28,74 @@ __all__ = [
 
 @runtime_checkable
 class Solver(Protocol):
-    """What every placement solver provides."""
+    """What every placement solver provides.
+
+    Attributes
+    ----------
+    name : str
+        The solver's registry name.
+
+    Examples
+    --------
+    >>> isinstance(get_solver("pal"), Solver)
+    True
+    """
 
     name: str
 
     def solve(
         self, instance: Instance, *, time_limit: float | None = None, seed: int | None = None
     ) -> PlacementResult:
-        """Place the instance's queue; never raises for a job that does not fit."""
+        """Place the instance's queue; never raises for a job that does not fit.
+
+        Parameters
+        ----------
+        instance : Instance
+        time_limit : float, optional
+            Seconds (solvers that take a limit).
+        seed : int, optional
+            Seed of a randomised solver.
+
+        Returns
+        -------
+        PlacementResult
+            One placement per queued job, in queue order.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from palopt import Instance, Job, build_cluster
+        >>> inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)),
+        ...                 (Job("a", 1, "A"), Job("b", 2, "A")))
+        >>> get_solver("pal").solve(inst).assignment()
+        {'a': (0,)}
+        """
         ...
 
 
 @dataclass(frozen=True)
 class SolverInfo:
-    """A registry entry."""
+    """A registry entry.
+
+    Parameters
+    ----------
+    name : str
+        Registry name.
+    factory : callable
+        Builds the solver from its options.
+    description : str
+        One line, shown by :func:`list_solvers`.
+    requires : tuple of str, default ()
+        Modules the solver needs.
+    options : tuple of str or None, default None
+        The options :func:`get_solver` passes on; ``None``: the factory checks its own.
+
+    Examples
+    --------
+    >>> info = {s.name: s for s in list_solvers()}["pal"]
+    >>> info.requires, info.options
+    ((), ('variant',))
+    """
 
     name: str
     factory: Callable[..., Solver]
@@ -52,7 +106,13 @@ class SolverInfo:
 
     @property
     def available(self) -> bool:
-        """Whether the modules the solver needs can be imported."""
+        """Whether the modules the solver needs can be imported.
+
+        Examples
+        --------
+        >>> SolverInfo("x", dict, "needs a module that is not there", ("no_such_module",)).available
+        False
+        """
         for module in self.requires:
             try:
                 importlib.import_module(module)
@@ -275,6 +335,18 @@ def solve(
 
 def check_arguments(instance: Any, time_limit: Any, seed: Any) -> int | None:
     """The checks every solver's ``solve`` makes of its arguments; returns the seed.
+
+    Parameters
+    ----------
+    instance : Instance
+    time_limit : float or None
+        Seconds; ``None``: no limit.
+    seed : int or None
+
+    Returns
+    -------
+    int or None
+        ``seed``, as an ``int``.
 
     Raises
     ------
