@@ -312,3 +312,41 @@ def test_the_summary_has_a_row_per_value_of_the_other_axes(tmp_path, artifact_di
         ["1", "0.0%"],
     ]
     assert (tmp_path / "out" / "summary.txt").read_text() == out.split("\n", 1)[1]
+
+
+def test_an_edited_trace_runs_its_cells_again(tmp_path, artifact_dir, capsys):
+    # A cell's id covered its parameters but not the files they name: after the trace was
+    # edited, a rerun without --fresh reused the results of the old trace.
+    trace = tmp_path / "trace.csv"
+    lines = (artifact_dir / "traces" / "sia-philly-workload-1.csv").read_text().splitlines()
+    trace.write_text("\n".join(lines[:21]) + "\n")
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f"""
+[sweep]
+out = "out"
+
+[grid]
+placement = ["pal"]
+
+[fixed]
+trace = "trace.csv"
+profile = "{artifact_dir / "sim-64gpu-cluster.csv"}"
+cluster = "16x4"
+""")
+
+    def jct() -> float:
+        assert main(["sweep", str(grid), "--no-progress"]) == 0
+        capsys.readouterr()
+        return float(pd.read_csv(tmp_path / "out" / "results.csv")["avg_jct_h"].iloc[0])
+
+    before = jct()
+    assert jct() == before  # unchanged files: the finished cell is reused
+    header, *rows = trace.read_text().splitlines()
+    longer = [
+        ",".join([*r.split(",")[:3], str(10 * float(r.split(",")[3])), r.split(",")[4]])
+        for r in rows
+    ]
+    trace.write_text("\n".join([header, *longer]) + "\n")
+    fresh = jct()
+    assert fresh > 5 * before  # the new trace's jobs run ten times as long
+    assert len(list((tmp_path / "out" / "cells").iterdir())) == 2  # the old cell is kept apart

@@ -1,4 +1,10 @@
-"""CLI command groups; each module provides ``register(subparsers)`` (see :mod:`palopt.cli`)."""
+"""CLI command groups; each module provides ``register(subparsers)`` (see :mod:`palopt.cli`).
+
+The package is the command line's inside, not library API: a command is documented by its
+``--help`` (and the README), and its handler ``cmd_*`` takes the parsed arguments and returns the
+exit code. Programs call the functions those handlers call (:func:`palopt.solve`,
+:mod:`palopt.io`, :mod:`palopt.sim`, ...).
+"""
 
 from __future__ import annotations
 

@@ -10,6 +10,7 @@ baseline.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -209,6 +210,41 @@ def _cell_trace(cell: Mapping[str, Any], n_gpus: int) -> tuple[TraceJob, ...]:
     )
 
 
+def _input_files(cell: Mapping[str, Any]) -> list[str]:
+    """The files a complete cell reads, as written in the cell (relative names unresolved):
+    its profile (given, or the data folder's) and its trace or the traces it draws from."""
+    data = cell["data"]
+    files = [str(cell["profile"] or Path(data) / "sim-64gpu-cluster.csv")]
+    source = _trace_source(cell)
+    if source == "trace":
+        files.append(str(cell["trace"]))
+    elif source == "workload":
+        files.append(str(Path(data) / "traces" / f"sia-philly-workload-{cell['workload']}.csv"))
+    elif cell["gpu_dist"] == "traces":
+        files.extend(
+            str(Path(data) / "traces" / f"sia-philly-workload-{w}.csv") for w in range(1, 9)
+        )
+    return files
+
+
+def _inputs_digest(cells: Iterable[Mapping[str, Any]], base: Path | None) -> str | None:
+    """A digest of the contents of every file the cells read (``base`` resolves relative names,
+    as the cells will be run), or ``None`` if none can be read yet (a missing file is reported
+    when its cell runs). In the sweep's context, so that an edited trace or profile runs the
+    cells again instead of reusing results computed from the old file."""
+    digest = hashlib.sha1()
+    found = False
+    for name in sorted({f for cell in cells for f in _input_files(cell)}):
+        path = Path(name) if base is None else base / name
+        try:
+            content = path.read_bytes()
+        except (OSError, ValueError):
+            continue
+        found = True
+        digest.update(f"{name}\0{hashlib.sha1(content).hexdigest()}\n".encode())
+    return digest.hexdigest()[:16] if found else None
+
+
 def _check_cell(cell: Mapping[str, Any]) -> SimConfig:
     """Every check of a complete cell (all :data:`CELL_KEYS`) that reads no file: file names,
     the trace's source, the model settings and flags; returns the simulator's settings."""
@@ -323,9 +359,11 @@ def prepare(spec: SweepSpec, files_from: Path | None = None) -> SweepSpec:
     as each cell runs.
     The defaults of the parameters the grid does not give are added to ``fixed``, and the
     palopt version (and where relative file names are read from, seen from the results folder)
-    to the context. A cell's id then covers everything its result depends on but the code
-    itself: a later change of a default, a new release, or a grid file in another folder
-    writing to the same results folder runs the cells again rather than reusing results.
+    to the context, with a digest of the contents of the files the cells read (traces and
+    profiles). A cell's id then covers everything its result depends on but the code
+    itself: a later change of a default, a new release, an edited trace or profile (every
+    cell runs again), or a grid file in another folder writing to the same results folder
+    runs the cells again rather than reusing results.
 
     Parameters
     ----------
@@ -388,7 +426,12 @@ def prepare(spec: SweepSpec, files_from: Path | None = None) -> SweepSpec:
         if files_from is None
         else f"files from {os.path.relpath(files_from.resolve(), spec.out.resolve())}"
     )
-    context = "; ".join(p for p in (spec.context, f"palopt {__version__}", files) if p)
+    inputs = _inputs_digest(cells, files_from)
+    context = "; ".join(
+        p
+        for p in (spec.context, f"palopt {__version__}", files, inputs and f"inputs {inputs}")
+        if p
+    )
     return replace(spec, fixed=fixed, context=context)
 
 
