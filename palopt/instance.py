@@ -367,7 +367,7 @@ def require_factors(values: np.ndarray, field: Callable[[int, int], str]) -> Non
 
 
 def _is_sequence(value: object) -> bool:
-    return isinstance(value, (Sequence, np.ndarray))
+    return isinstance(value, Sequence) or (isinstance(value, np.ndarray) and value.ndim > 0)
 
 
 def check_meta(meta: Mapping[str, object], where: str = "") -> None:
@@ -544,7 +544,8 @@ def penalty_matrix(
         A number ``P``: 1.0 within a server and ``P`` beyond, for every class (the artifact's
         model). A mapping tier -> value: the same for every class. A mapping class -> (tier ->
         value), optionally with a ``"default"`` class. Tiers not given take the value of the
-        nearest lower given tier (1.0 below the lowest).
+        nearest lower given tier (1.0 below the lowest). An :class:`Instance` refuses a
+        penalty that falls as the tier rises.
 
     Returns
     -------
@@ -568,6 +569,8 @@ def penalty_matrix(
     palopt.errors.InputError: pen.rack = 0.0: must be a finite number from 1e-12 to 1e+12
     """
     require_topology(topology)
+    if not _is_sequence(classes) or not all(isinstance(c, str) for c in classes):
+        raise InputError("classes", classes, "expected a list of class names")
     tiers = topology.tiers
     if is_number(penalties):
         if not is_finite_number(penalties):

@@ -240,6 +240,9 @@ def test_numbers_of_any_kind_build_clusters_and_penalties():
             build_cluster(**{"racks": 2, "servers_per_rack": 2, "gpus_per_server": 4, **bad})
     pen = palopt.penalty_matrix(TOPO, ["A"], np.int64(2))
     assert pen.tolist() == [[1.0, 2.0, 2.0]]
+    for classes in (None, 3, np.array(3), [1]):  # TypeError: object of type ... has no len()
+        with pytest.raises(InputError, match="classes = .*: expected a list of class names"):
+            palopt.penalty_matrix(TOPO, classes, 1.7)  # type: ignore[arg-type]
     with pytest.raises(InputError, match="penalties.rack = '1.7': must be a number"):
         palopt.penalty_matrix(TOPO, ["A"], {"rack": "1.7"})
     for default, message in (  # a bad default was blamed on the first class that used it

@@ -479,6 +479,19 @@ def test_costs_too_far_apart_for_the_integer_model_are_an_input_error() -> None:
         solve(wide, "cpsat", scale=MIN_SCALE)
     with pytest.raises(InputError, match=r"or lower the scale \(to 1000 at least\)$"):
         solve(wide, "cpsat")
+    # A job that must take both GPUs costs 1 whatever the other's 1e-12: the scaling took the
+    # smallest slowdown as its cheapest cost and refused the round.
+    both = Instance(
+        build_cluster(1, 1, 2),
+        ("A",),
+        np.array([[1e-12, 1.0]]),
+        np.ones((1, 3)),
+        (Job("a", 2, "A"),),
+    )
+    for name, options in EXACT:
+        r = solve(both, name, **options)
+        assert_feasible(both, r)
+        assert (r.status, r.objective) == (Status.OPTIMAL, 1.0)
 
 
 def test_scaling_keeps_the_optimal_placement_on_close_costs() -> None:

@@ -209,6 +209,16 @@ def test_build_refuses_bad_input_by_name(
     assert not out.exists()
 
 
+def test_an_empty_cluster_is_named(
+    assigned: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # --cluster '' was taken as no --cluster: "path = 'NoneType': expected a file name".
+    assign = ["profile", "assign", str(assigned["measured"]), "--cluster", "", "-o"]
+    for argv in (_build(assigned, tmp_path / "i.json", "--cluster", ""), [*assign, "p.json"]):
+        assert main(argv) == 2
+        assert "cluster = '': expected SERVERSxGPUS" in capsys.readouterr().err
+
+
 def test_build_refuses_to_write_over_an_input(assigned: dict[str, Path]) -> None:
     argv = _build(assigned, assigned["queue"], "--cluster", "2x2x2")
     before = assigned["queue"].read_text()

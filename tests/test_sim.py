@@ -265,6 +265,43 @@ def test_preemptions_faster_than_the_restart_cost_stall():
     assert (finish(res, "a"), finish(res, "b")) == (40100.0, 40200.0)
 
 
+def test_a_job_longer_than_the_rounds_simulated_is_refused_up_front():
+    # A 1e12 s job ran for hours (a round at a time) and wrote a rounds table of gigabytes.
+    topo = build_cluster(1, 1, 2)
+    trace = [job("a", 1, 0, 100), job("b", 1, 0, 2e8)]  # b: 2e8 s at a cost of 2 (the least)
+    profile = flat(2, [2.0, 3.0])
+    with pytest.raises(
+        InputError,
+        match=r"trace\[1\].duration = 200000000.0: job 'b' alone "
+        r"needs 4e\+06 rounds of 100 s at its class's least charged cost",
+    ):
+        simulate(topo, profile, trace, "pal", "fifo", SimConfig(round_s=100))
+    # A horizon within the rounds simulated, or rounds long enough, let it run.
+    res = simulate(topo, profile, trace, "pal", "fifo", SimConfig(round_s=100, max_time_s=1e3))
+    assert len(res.rounds) == 10 and math.isnan(finish(res, "b"))
+    res = simulate(topo, profile, trace, "pal", "fifo", SimConfig(round_s=1e5))
+    assert finish(res, "b") == 4.001e8  # its first round at the cost of 3, "a" at 2
+
+
+def test_a_run_past_the_rounds_simulated_stops_with_an_error(monkeypatch):
+    # A slow GPU the trace's check cannot foresee (the job lands on it): a clear error once the
+    # simulation has run MAX_ROUNDS rounds, not a run of hours.
+    from palopt.sim import engine
+
+    monkeypatch.setattr(engine, "MAX_ROUNDS", 50)
+    topo = build_cluster(1, 1, 2)
+    trace = [job("a", 1, 0, 1000)]  # 10 rounds on the fast GPU, 1,000 on the slow one
+    profile = flat(2, [100.0, 1.0])
+    with pytest.raises(PaloptError, match=r"has run 50 rounds \(to t=5000s\) with 1 tracked job"):
+        simulate(topo, profile, trace, "packed-nonsticky", "fifo", SimConfig(round_s=100))
+    res = simulate(topo, profile, trace, "pal", "fifo", SimConfig(round_s=100))
+    assert finish(res, "a") == 1000.0
+    res = simulate(
+        topo, profile, trace, "packed-nonsticky", "fifo", SimConfig(round_s=100, max_time_s=5000)
+    )
+    assert len(res.rounds) == 50  # the horizon ends the run at the cap: no error
+
+
 class _PlacesNothing:
     name = "nothing"
 

@@ -252,4 +252,4 @@ def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cluster_of(args: argparse.Namespace) -> Topology:
     """The cluster of the arguments :func:`add_cluster_arguments` added."""
-    return parse_shape(args.cluster) if args.cluster else load_topology(args.topology)
+    return parse_shape(args.cluster) if args.cluster is not None else load_topology(args.topology)

@@ -69,6 +69,12 @@ log = logging.getLogger(__name__)
 #: rounds (the simulation never ended).
 MIN_ROUND_S = 1e-3
 
+#: The most rounds a simulation runs (skipped idle rounds not counted): a job of 1e12 s in a trace
+#: (the longest allowed), or charged a slowdown of 1e12, ran for hours and wrote a rounds table
+#: of gigabytes. A million rounds of the default 360 s are over eleven years.
+MAX_ROUNDS = 1_000_000
+_FEWER_ROUNDS = "give a horizon (max_time; --max-time) or longer rounds (round; --round)"
+
 WAITING, RUNNING, DONE = 1, 2, 3
 
 #: A job whose iterations done are within this fraction of its total has completed: the float
@@ -515,6 +521,7 @@ class Simulator:
                 )
         self.trace = tuple(sorted(trace, key=lambda j: j.submit_time))  # stable
         self.jobs = JobTable(self.trace, self.class_index)
+        self._check_rounds(trace)
         self._n_extra = 0
         self.round = 0
         self._next_arrival = 0  # index of the next job to admit
@@ -536,6 +543,27 @@ class Simulator:
         self._skip_to_next_arrival()  # the first round is the first arrival's, as later ones
 
     # -- helpers -----------------------------------------------------------------------
+    def _check_rounds(self, trace: Sequence[TraceJob]) -> None:
+        """Refuse a trace of which a job alone needs more than :data:`MAX_ROUNDS` rounds (at
+        its class's least charged cost, in every round), unless the horizon comes first."""
+        cfg = self.config
+        if cfg.max_time_s is not None and cfg.max_time_s / cfg.round_s <= MAX_ROUNDS:
+            return
+        least = self.profile.charge.min(axis=1) * self.penalty.min(axis=1)  # per class
+        rounds = [
+            j.ideal_seconds * least[self.class_index[j.job_class]] / cfg.round_s for j in trace
+        ]
+        i = int(np.argmax(rounds)) if rounds else 0
+        if rounds and rounds[i] > MAX_ROUNDS:
+            c = self.class_index[trace[i].job_class]
+            raise InputError(
+                f"trace[{i}].duration",
+                trace[i].iterations,
+                f"job {trace[i].id!r} alone needs {rounds[i]:.3g} rounds of {cfg.round_s:g} s "
+                f"at its class's least charged cost (slowdown x penalty) of {least[c]:.3g}; "
+                f"at most {MAX_ROUNDS:,} are simulated: {_FEWER_ROUNDS}",
+            )
+
     def _first_round_at(self, t: float) -> int:
         """The first round whose start (``round x round_s``, as :attr:`time` computes it) is at
         or after ``t``. ``ceil(t / round_s)`` alone can be one off: with R = 0.3 s, 2.1 / 0.3 is
@@ -821,8 +849,9 @@ class Simulator:
         Raises
         ------
         PaloptError
-            After the simulation has finished, for a policy's order that does not hold each
-            queued job once, or for a solver's answer that is not a valid placement.
+            After the simulation has finished or run :data:`MAX_ROUNDS` rounds, for a policy's
+            order that does not hold each queued job once, or for a solver's answer that is not
+            a valid placement.
         SimulationStalled
             When no job has gained an iteration for too long (``SimConfig.max_idle_rounds``).
 
@@ -844,6 +873,12 @@ class Simulator:
         """
         if self.finished:
             raise PaloptError("the simulation has finished (every tracked job completed)")
+        if len(self.rounds) >= MAX_ROUNDS:
+            raise PaloptError(
+                f"the simulation has run {MAX_ROUNDS:,} rounds (to t={self.time:g}s) with "
+                f"{counted(self._tracked_left, 'tracked job')} unfinished (on GPUs of a large "
+                f"slowdown, say): {_FEWER_ROUNDS}"
+            )
         cfg, jt, R = self.config, self.jobs, self.config.round_s
         completed = self._account_progress()
         arrived = self._admit()
@@ -955,7 +990,14 @@ class Simulator:
             skip = self._first_round_at(float(jt.submit[self._next_arrival])) - self.round
         inc = R / (jt.cost[run] * jt.base[run])
         rounds_left = np.ceil((jt.iters_total[run] - jt.iters_done[run]) / inc)
-        skip = int(min(skip, rounds_left.min() - 2, self._end_round - self.round))
+        skip = int(
+            min(
+                skip,
+                rounds_left.min() - 2,
+                self._end_round - self.round,
+                MAX_ROUNDS - len(self.rounds),
+            )
+        )
         if skip <= 0:
             return
         done = jt.iters_done[run]

@@ -144,9 +144,14 @@ def normalised(rnd: Round, scale: float, upper_bound: float) -> tuple[Round, flo
     cls = inst.job_class_indices()[open_]
     # Exponents (base 2), free of overflow, of the cheapest cost each open job can have: on the
     # GPUs the open jobs may use (a busy or kept GPU's slowdown is none of their costs).
+    # A job of k GPUs pays at least the k-th smallest free slowdown of its class (the max over
+    # its k GPUs), not the smallest: a 1e-12 GPU it must share does not make its cost 1e-12.
+    free_sd = np.sort(inst.slowdown[:, rnd.free], axis=1)
+    sizes = np.array([inst.queue[p].num_gpus for p in open_], dtype=np.int64)
+    kth = np.clip(sizes, 1, max(free_sd.shape[1], 1)) - 1
     low = (
         np.log2([inst.queue[p].weight for p in open_])
-        + np.log2(inst.slowdown[:, rnd.free].min(axis=1)[cls])
+        + np.log2(free_sd[cls, kth])
         + np.log2(inst.penalty[cls, 0])
     )
     need = int(np.ceil(-1 - low.min()))  # the cheapest job at 1/2 or more (under 1 at need)
