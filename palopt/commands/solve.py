@@ -68,7 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "validate",
         help="check an instance file, and a placement of it; exit 2 with the reason if bad",
     )
-    p.add_argument("instance", type=input_file)
+    p.add_argument("instance", type=input_file, help="instance JSON file (see `palopt schema`)")
     p.add_argument(
         "--placement",
         type=input_file,
