@@ -176,6 +176,34 @@ def test_pal_walk_ranks_ties() -> None:
     assert pal_walk_ranks(values, np.array([0, 1]), 1.0, None, fixed=False) == ((0, 1), (2, 2))
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.sampled_from([0.9, 1.0, 1.05, 1.2, 1.7, 2.0, 3.4]), min_size=1, unique=True),
+    st.randoms(use_true_random=False),
+    st.sampled_from([1.0, 1.2]),
+    st.sampled_from([None, 1.0, 1.7, 2.0]),
+    st.booleans(),
+)
+def test_pal_walk_ranks_sort_the_options_as_described(values, rnd, within, across, fixed):
+    # The docstring's walk, literally: every (value x penalty, kind, level) option sorted by
+    # cost, then (fixed) kind and level or (artifact) first appearance and kind.
+    values = sorted(values)
+    first_seen = rnd.sample(range(100), len(values))
+    pens = [within] if across is None else [within, across]
+    options = [
+        (v * pen, kind, lvl) for kind, pen in enumerate(pens) for lvl, v in enumerate(values)
+    ]
+    if fixed:
+        options.sort()
+    else:
+        options.sort(key=lambda o: (o[0], first_seen[o[2]], o[1]))
+    expected = [[len(options)] * len(values) for _ in range(2)]
+    for rank, (_, kind, lvl) in enumerate(options):
+        expected[kind][lvl] = rank
+    got = pal_walk_ranks(np.array(values), np.array(first_seen), within, across, fixed)
+    assert got == (tuple(expected[0]), tuple(expected[1]))
+
+
 def pal_ctx(pool: FreePool, fixed: bool = False) -> RoundContext:
     inst = pool.instance
     walk = tuple(

@@ -120,21 +120,19 @@ def pal_walk_ranks(
     >>> pal_walk_ranks(np.array([1.0, 1.2, 2.0]), np.array([0, 1, 2]), 1.0, 1.7, False)
     ((0, 1, 3), (2, 4, 5))
     """
-    vals = values.tolist()
-    n_levels = len(vals)
-    appearance = [0] * n_levels
-    for rank, lvl in enumerate(sorted(range(n_levels), key=first_seen.__getitem__)):
-        appearance[lvl] = rank
+    n_levels = len(values)
     pens = [within_pen] if across_pen is None else [within_pen, across_pen]
-    options = [(v * pen, kind, lvl) for kind, pen in enumerate(pens) for lvl, v in enumerate(vals)]
+    # The options, kind-major: cost, kind (0 within, 1 across) and level of each.
+    cost = np.concatenate([values * pen for pen in pens])
+    kind = np.repeat(np.arange(len(pens)), n_levels)
+    lvl = np.tile(np.arange(n_levels), len(pens))
     if fixed:
-        options.sort()
-    else:
-        options.sort(key=lambda o: (o[0], appearance[o[2]], o[1]))
-    ranks = [[len(options)] * n_levels, [len(options)] * n_levels]
-    for rank, (_, kind, lvl) in enumerate(options):
-        ranks[kind][lvl] = rank
-    return tuple(ranks[0]), tuple(ranks[1])
+        order = np.lexsort((lvl, kind, cost))
+    else:  # ties by the level's first appearance (distinct GPU indices), then the kind
+        order = np.lexsort((kind, np.asarray(first_seen)[lvl], cost))
+    ranks = np.full((2, n_levels), len(order), dtype=np.int64)
+    ranks[kind[order], lvl[order]] = np.arange(len(order))
+    return tuple(ranks[0].tolist()), tuple(ranks[1].tolist())
 
 
 def _round_context(
