@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from palopt._frozen import FrozenDict, frozen_array
 from palopt.errors import InputError, check_fields, is_finite_number, is_number
 from palopt.topology import Topology, require_topology
 
@@ -198,20 +199,23 @@ class Instance:
         if not isinstance(self.meta, Mapping):
             raise InputError("meta", type(self.meta).__name__, "expected a mapping")
         check_meta(self.meta, "meta.")
-        object.__setattr__(self, "meta", dict(self.meta))
-        for arr in (sd, pen, busy):
-            arr.setflags(write=False)
-        object.__setattr__(self, "slowdown", sd)
-        object.__setattr__(self, "penalty", pen)
-        object.__setattr__(self, "busy", busy)
-        object.__setattr__(self, "class_index", class_index)
+        # Read-only all through: arrays that cannot be made writeable again and mappings that
+        # refuse changes (solvers cache what they derive from the arrays by identity, and
+        # instances made by replace_queue share them).
+        object.__setattr__(self, "meta", FrozenDict(self.meta))
+        object.__setattr__(self, "slowdown", frozen_array(sd))
+        object.__setattr__(self, "penalty", frozen_array(pen))
+        object.__setattr__(self, "busy", frozen_array(busy))
+        object.__setattr__(self, "class_index", FrozenDict(class_index))
 
     def __setstate__(self, state: dict[str, object]) -> None:
-        # Unpickled and deep-copied instances get new arrays: keep them read-only too.
+        # Unpickled and deep-copied instances get new arrays and mappings: read-only too.
         self.__dict__.update(state)
-        for value in state.values():
+        for key, value in state.items():
             if isinstance(value, np.ndarray):
-                value.setflags(write=False)
+                self.__dict__[key] = frozen_array(value)
+            elif type(value) is dict:
+                self.__dict__[key] = FrozenDict(value)
 
     @property
     def n_available(self) -> int:

@@ -29,6 +29,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
+from palopt._frozen import FrozenDict, frozen_array
 from palopt.errors import InputError, check_count, check_fields
 
 #: The most GPUs :func:`build_cluster` builds (a shape such as ``100000x100000`` would otherwise
@@ -76,7 +77,8 @@ class Topology:
     Attributes
     ----------
     graph : networkx.Graph
-        The cluster graph (read it, do not mutate it).
+        The cluster graph, frozen (``networkx.freeze``: nodes and edges cannot be added or
+        removed; copy it with ``networkx.Graph(topology.graph)`` to edit).
     gpu_ids, server_ids : tuple of str
         Node names in dense index order (the *topology order*): servers in the order the graph
         lists them, and each server's GPUs, with consecutive indices, by their ``local``
@@ -113,11 +115,13 @@ class Topology:
     _gpu_index: dict[str, int] = field(repr=False)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # Unpickled and deep-copied topologies get new arrays: keep them read-only too.
+        # Unpickled and deep-copied topologies get new arrays and mappings: read-only too.
         self.__dict__.update(state)
-        for value in state.values():
+        for key, value in state.items():
             if isinstance(value, np.ndarray):
-                value.setflags(write=False)
+                self.__dict__[key] = frozen_array(value)
+            elif type(value) is dict:
+                self.__dict__[key] = FrozenDict(value)
 
     @property
     def n_gpus(self) -> int:
@@ -675,18 +679,19 @@ class Topology:
         rows.extend(switch_levels[:, lvl][gpu_server] for lvl in range(len(switch_tiers)))
         groups = np.stack(rows)
         tiers = ((NVLINK,) if len(nvlinked) else ()) + (SERVER, *switch_tiers)
-        for arr in (groups, gpu_server, server_start):
-            arr.setflags(write=False)
+        # Everything derived once from the graph stays as derived: the graph (a copy of the
+        # caller's) refuses nodes and edges added or removed, the arrays and mappings changes.
+        nx.freeze(graph)
         return cls(
             graph,
             gpu_ids,
             server_ids,
             tiers,
-            groups,
-            gpu_server,
-            server_start,
-            switch_tier,
-            gpu_index,
+            frozen_array(groups),
+            frozen_array(gpu_server),
+            frozen_array(server_start),
+            FrozenDict(switch_tier),
+            FrozenDict(gpu_index),
         )
 
 

@@ -71,6 +71,7 @@ from typing import Any
 
 import numpy as np
 
+from palopt._frozen import frozen_array
 from palopt.binning import bin_values
 from palopt.errors import InputError, check_fields, check_flag, check_seed, counted
 from palopt.instance import MAX_FACTOR, MIN_FACTOR, Instance, Job, penalty_matrix, require_queue
@@ -203,8 +204,13 @@ class VariabilityProfile:
             )
         if self.origin and len(self.origin) != len(gpus):
             raise InputError("origin", len(self.origin), f"expected {len(gpus)} entries")
-        values.setflags(write=False)
-        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "values", frozen_array(values))
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickled and deep-copied profiles get a new array: read-only too.
+        self.__dict__.update(state)
+        if isinstance(state.get("values"), np.ndarray):
+            self.__dict__["values"] = frozen_array(state["values"])
 
     @property
     def n_gpus(self) -> int:

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from palopt import variability
+from palopt._frozen import frozen_array
 from palopt.binning import METHODS
 from palopt.errors import InputError, check_count, check_seed, is_number
 from palopt.instance import require_factors
@@ -64,6 +66,20 @@ class ClusterProfile:
                 self.charge.shape,
                 f"expected the shape of rank, {self.rank.shape}",
             )
+        object.__setattr__(self, "classes", tuple(self.classes))
+        # Copies, read-only: the caller's arrays may change after they were checked.
+        rank = frozen_array(np.array(self.rank, dtype=np.float64))
+        same = self.charge is self.rank  # (fixed(): one array for both)
+        charge = rank if same else frozen_array(np.array(self.charge, dtype=np.float64))
+        object.__setattr__(self, "rank", rank)
+        object.__setattr__(self, "charge", charge)
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickled and deep-copied profiles get new arrays: read-only too.
+        self.__dict__.update(state)
+        for key, value in state.items():
+            if isinstance(value, np.ndarray):
+                self.__dict__[key] = frozen_array(value)
 
     def fixed(self) -> ClusterProfile:
         """The profile whose charged slowdown is the ranked one (the "fixed" model).

@@ -19,6 +19,7 @@ whatever the number of distinct slowdown values.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -238,17 +239,20 @@ class _Layout:
 #: The entries hold the objects, so an identity cannot be taken by another object meanwhile.
 _LAYOUTS: list[tuple[object, np.ndarray, _Layout]] = []
 _MAX_LAYOUTS = 4
+_LAYOUTS_LOCK = threading.Lock()
 
 
 def _layout(instance: Instance) -> _Layout:
     """The instance's :class:`_Layout`, reused for the same (read-only) slowdown array and
     topology."""
     topo, sd = instance.topology, instance.slowdown
-    for cached_topo, cached_sd, layout in _LAYOUTS:
+    if sd.flags.writeable:  # not an Instance's array (those cannot be made writeable)
+        return _build_layout(instance)
+    for cached_topo, cached_sd, layout in tuple(_LAYOUTS):  # (a snapshot: other threads add)
         if cached_sd is sd and cached_topo is topo:
             return layout
     layout = _build_layout(instance)
-    if not sd.flags.writeable:  # (an Instance's arrays are read-only)
+    with _LAYOUTS_LOCK:
         _LAYOUTS.insert(0, (topo, sd, layout))
         del _LAYOUTS[_MAX_LAYOUTS:]
     return layout

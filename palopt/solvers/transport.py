@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import sys
+import threading
 from typing import Any
 
 import numpy as np
@@ -27,13 +28,19 @@ __all__ = ["transport", "transport_bound", "HAVE_HIGHS", "new_highs", "rounded_d
 
 HAVE_HIGHS = importlib.util.find_spec("highspy") is not None
 
+#: Whether a ``highspy.Highs`` has been made in this process (HiGHS prints its banner for the
+#: first only), and the lock that lets one thread alone silence standard output for it.
+_BANNER_SHOWN = False
+_BANNER_LOCK = threading.Lock()
+
 
 def new_highs() -> Any:
     """A silent ``highspy.Highs`` (single thread, no log).
 
     HiGHS prints a banner on the process's standard output when the first instance is made,
     which would corrupt a caller's output (``palopt solve --format json``); the file descriptor
-    is pointed at the null device for that moment.
+    is pointed at the null device for that moment, once per process and by one thread at a
+    time (later instances leave it alone).
 
     Returns
     -------
@@ -51,15 +58,26 @@ def new_highs() -> Any:
     """
     import highspy
 
-    sys.stdout.flush()
-    saved = os.dup(1)
-    try:
-        with open(os.devnull, "w", encoding="utf-8") as null:
-            os.dup2(null.fileno(), 1)
-            h = highspy.Highs()
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+    global _BANNER_SHOWN
+    if _BANNER_SHOWN:  # no banner after the first: fd 1 is left alone (other threads write it)
+        h = highspy.Highs()
+    else:
+        # Once, under a lock: two threads each saving and restoring fd 1 could restore the null
+        # device (one saves it while the other has it in place) and silence the process.
+        with _BANNER_LOCK:
+            if _BANNER_SHOWN:
+                h = highspy.Highs()
+            else:
+                sys.stdout.flush()
+                saved = os.dup(1)
+                try:
+                    with open(os.devnull, "w", encoding="utf-8") as null:
+                        os.dup2(null.fileno(), 1)
+                        h = highspy.Highs()
+                finally:
+                    os.dup2(saved, 1)
+                    os.close(saved)
+                _BANNER_SHOWN = True
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     return h

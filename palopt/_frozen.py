@@ -1,0 +1,72 @@
+"""Read-only containers for the frozen data model (Instance, Topology, profiles).
+
+A frozen dataclass stops attribute assignment only: a dict or numpy array inside it can still be
+changed in place, past the checks made when it was built and under the caches keyed on its
+identity (:mod:`palopt.solvers.pool`). These helpers close that gap and stay picklable.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NoReturn
+
+import numpy as np
+
+__all__ = ["FrozenDict", "frozen_array"]
+
+
+class FrozenDict(dict):  # type: ignore[type-arg]
+    """A ``dict`` that refuses changes (JSON, ``isinstance(x, dict)`` and pickling work as for
+    a dict).
+
+    Examples
+    --------
+    >>> d = FrozenDict(a=1)
+    >>> d["a"], isinstance(d, dict)
+    (1, True)
+    >>> d["b"] = 2
+    Traceback (most recent call last):
+    ...
+    TypeError: this mapping is read-only (a palopt object's derived data); copy it with dict(...)
+    """
+
+    __slots__ = ()
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError(
+            "this mapping is read-only (a palopt object's derived data); copy it with dict(...)"
+        )
+
+    __setitem__ = __delitem__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+    __ior__ = _refuse  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:  # pickle and copy rebuild it whole
+        return (type(self), (dict(self),))
+
+    def __copy__(self) -> FrozenDict:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> FrozenDict:
+        import copy
+
+        return type(self)(copy.deepcopy(dict(self), memo))
+
+
+def frozen_array(values: np.ndarray) -> np.ndarray:
+    """A read-only view of ``values`` (made read-only too) that cannot be made writeable again.
+
+    numpy lets ``setflags(write=True)`` undo ``setflags(write=False)`` on an array that owns its
+    memory; on a view of a read-only array it refuses.
+
+    Examples
+    --------
+    >>> a = frozen_array(np.ones(2))
+    >>> a.setflags(write=True)
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot set WRITEABLE flag to True of this array
+    """
+    values.setflags(write=False)
+    view = values.view()
+    view.setflags(write=False)
+    return view
