@@ -371,13 +371,14 @@ class PlacementResult:
         """
         self.check_instance(instance)
         topo = instance.topology
+        server_of = [topo.server_ids[s] for s in topo.gpu_server.tolist()]  # (checked GPUs)
         jobs = []
         for p in self.placements:
             row: dict[str, Any] = {"job": p.job_id, "action": p.action}
             if p.gpus:
                 row.update(
                     gpus=[topo.gpu_ids[g] for g in p.gpus],
-                    servers=sorted({topo.server_of(g) for g in p.gpus}),
+                    servers=sorted({server_of[g] for g in p.gpus}),
                     cost=p.cost,
                     slowdown=p.slowdown,
                     tier=p.tier,
