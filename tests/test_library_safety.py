@@ -16,16 +16,10 @@ import pytest
 import palopt
 from palopt.sim import ClusterProfile
 from palopt.solvers import transport
+from palopt.solvers.base import list_solvers
 
-HEURISTICS = [
-    "pal",
-    "pmfirst",
-    "packed-sticky",
-    "packed-nonsticky",
-    "random-sticky",
-    "random-nonsticky",
-    "greedy",
-]
+EXACT = ("cpsat", "milp")
+HEURISTICS = [info.name for info in list_solvers() if info.name not in EXACT]  # every other
 
 
 def _instance(racks: int, servers: int, gpus: int, n_jobs: int, seed: int) -> palopt.Instance:
