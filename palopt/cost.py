@@ -371,7 +371,8 @@ def _check_result(instance: Instance, result: PlacementResult) -> list[str]:
         slowdown = max(float(instance.slowdown[c][g]) for g in p.gpus)
         penalty = float(instance.penalty[c][tier])
         cost = slowdown * penalty
-        if p.cost is None or abs(p.cost - cost) > 1e-9 * cost or p.tier != topo.tiers[tier]:
+        # (written so that NaN fails: every comparison with NaN is false)
+        if p.cost is None or not abs(p.cost - cost) <= 1e-9 * cost or p.tier != topo.tiers[tier]:
             problems.append(
                 f"job {job.id!r}: cost {p.cost} on tier {p.tier}, its GPUs cost {cost} "
                 f"on tier {topo.tiers[tier]}"
@@ -385,10 +386,12 @@ def _check_result(instance: Instance, result: PlacementResult) -> list[str]:
     placed = sum(1 for p in result.placements if p.gpus)
     if result.n_placed != placed:
         problems.append(f"n_placed {result.n_placed}, {placed} jobs placed")
-    if abs(result.objective - total) > 1e-9 * max(total, 1e-300):
+    if not abs(result.objective - total) <= 1e-9 * max(total, 1e-300):
         problems.append(f"objective {result.objective}, its placements cost {total}")
-    if result.bound is not None and result.bound > result.objective + 1e-9 * abs(result.objective):
-        problems.append(f"bound {result.bound} above the objective {result.objective}")
+    if result.bound is not None and not (
+        result.bound <= result.objective + 1e-9 * abs(result.objective)
+    ):
+        problems.append(f"bound {result.bound} not at or below the objective {result.objective}")
     if result.status == Status.OPTIMAL and result.bound is None:
         problems.append("status 'optimal' without a bound")
     return problems
