@@ -240,7 +240,11 @@ def evaluate(instance: Instance, assignment: Mapping[str, Sequence[int]]) -> Eva
     placed, total = [], 0.0
     for job in instance.queue:
         gpus = assignment.get(job.id, ())
-        if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__len__"):
+        if (
+            isinstance(gpus, (str, bytes))
+            or not hasattr(gpus, "__len__")
+            or np.ndim(gpus) == 0  # a 0-d array has __len__ but no length
+        ):
             raise InputError(f"assignment[{job.id!r}]", gpus, "expected a list of GPU indices")
         placed.append(bool(len(gpus)))
         if len(gpus):

@@ -362,6 +362,21 @@ def test_evaluate_names_an_entry_that_is_not_a_gpu_list():
     inst = _instance(Job("a", 1, "A"))
     with pytest.raises(InputError, match=r"assignment\['a'\] = None"):  # was TypeError
         palopt.evaluate(inst, {"a": None})
+    with pytest.raises(InputError, match=r"assignment\['a'\] = array\(3\)"):  # TypeError too
+        palopt.evaluate(inst, {"a": np.array(3)})
+    assert palopt.evaluate(inst, {"a": np.array([1])}).n_placed == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "key"), [("pal", "variant"), ("greedy", "mode"), ("cpsat", "formulation")]
+)
+def test_an_array_of_option_values_is_refused_by_name(name, key):
+    # "The truth value of an array ... is ambiguous" from inside the solver, or (greedy) a
+    # one-element array taken as its value.
+    with pytest.raises(InputError, match=rf"{name}.{key} = \['a', 'b'\]: expected one value"):
+        palopt.get_solver(name, **{key: np.array(["a", "b"])})
+    with pytest.raises(InputError, match="expected one value"):
+        palopt.solve(_instance(Job("a", 1, "A")), name, **{key: np.array(["prefix"])})
 
 
 def test_a_result_is_not_shown_with_another_instance():

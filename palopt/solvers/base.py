@@ -252,7 +252,8 @@ def get_solver(name: str, /, **config: Any) -> Solver:
     ImportError
         If the solver's optional dependencies are missing (the message names the extra).
     InputError
-        For a name that is not a string, or an invalid option.
+        For a name that is not a string, or an invalid option (an unknown one, an array of
+        values, or a value the solver refuses).
 
     Examples
     --------
@@ -285,6 +286,9 @@ def get_solver(name: str, /, **config: Any) -> Solver:
                 raise InputError(
                     f"{name}.{key}", value, f"unknown option; its options: {known}{hint}"
                 )
+    for key, value in config.items():  # (an array of values compared with == is no bool)
+        if isinstance(value, np.ndarray) and value.ndim:
+            raise InputError(f"{name}.{key}", value.tolist(), "expected one value, not an array")
     return info.factory(**config)
 
 
