@@ -69,6 +69,8 @@ __all__ = [
     "parse_json",
     "queue_from_list",
     "busy_from_list",
+    "data_dir",
+    "shared_path",
     "read_csv",
     "read_json",
     "read_text",
@@ -484,6 +486,45 @@ def data_dir() -> Path:
     if env:
         return Path(env)
     return Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def shared_path(relative: str) -> Path:
+    """A file or folder of the shared input data, which must exist.
+
+    Parameters
+    ----------
+    relative : str
+        Its path inside :func:`data_dir`, e.g. ``"pal-artifact/traces"``.
+
+    Returns
+    -------
+    Path
+
+    Raises
+    ------
+    InputError
+        If it does not exist: the message says where it was looked for and how to point
+        ``PALOPT_DATA`` at the data (an installed palopt has no checkout beside it).
+
+    Examples
+    --------
+    >>> shared_path("pal-artifact/sim-64gpu-cluster.csv").name
+    'sim-64gpu-cluster.csv'
+    """
+    folder = data_dir()
+    if not (folder / relative).exists():
+        env = (
+            "set"
+            if os.environ.get("PALOPT_DATA")
+            else "not set: ../shared/data beside the checkout"
+        )
+        raise InputError(
+            "shared data",
+            relative,
+            f"not found in {folder} (PALOPT_DATA is {env}); set PALOPT_DATA to the folder that "
+            "holds pal-artifact/",
+        )
+    return folder / relative
 
 
 def check_file_name(path: object, field_name: str = "path") -> None:

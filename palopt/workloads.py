@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from importlib.resources import files
 from pathlib import Path
 
 from palopt.errors import InputError, check_fields, check_number, is_number
@@ -15,7 +16,9 @@ __all__ = ["WorkloadModel", "Workloads", "load_workloads", "ARTIFACT_WORKLOADS"]
 FORMAT = "palopt.workloads/1"
 FIELDS = ("format", "name", "source", "classes", "models")
 MODEL_FIELDS = ("class", "base_iter_time", "penalties", "profile")
-ARTIFACT_WORKLOADS = Path(__file__).resolve().parent.parent / "models" / "pal-artifact.json"
+#: The PAL artifact's models: ``models/pal-artifact.json`` of the checkout, installed with the
+#: package (as ``palopt.models``).
+ARTIFACT_WORKLOADS = Path(str(files("palopt.models") / "pal-artifact.json"))
 
 
 @dataclass(frozen=True)

@@ -628,3 +628,21 @@ def test_solvers_lists_each_solvers_options_and_an_unknown_one_names_them(instan
     ):
         assert main(["solve", str(instance_file), "--solver", solver, "-o", option]) == 2
         assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["bench", "--quick"], ["reproduce", "fig10", "--no-plots"]])
+def test_missing_shared_data_says_how_to_point_at_it(tmp_path, capsys, monkeypatch, command):
+    # An installed palopt has no ../shared/data beside it; bench drew from no traces at all
+    # (numpy's "high <= 0" traceback) and reproduce named a folder inside site-packages.
+    monkeypatch.setenv("PALOPT_DATA", str(tmp_path / "nowhere"))
+    assert main([*command, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    relative = "pal-artifact" + ("/sim-64gpu-cluster.csv" if command[0] == "bench" else "")
+    assert err == [
+        f"palopt: error: shared data = '{relative}': not found in {tmp_path / 'nowhere'} "
+        "(PALOPT_DATA is set); set PALOPT_DATA to the folder that holds pal-artifact/"
+    ]
+    (tmp_path / "empty" / "pal-artifact" / "traces").mkdir(parents=True)
+    monkeypatch.setenv("PALOPT_DATA", str(tmp_path / "empty"))
+    assert main(["bench", "--quick", "--profiles", "synthetic", "--out", str(tmp_path / "o")]) == 2
+    assert "no sia-philly-workload-*.csv file in this folder" in capsys.readouterr().err

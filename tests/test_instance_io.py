@@ -460,3 +460,16 @@ def test_instance_meta_is_checked(meta, message):
     inst = palopt.load_instance(SHIPPED)
     with pytest.raises(InputError, match=message):
         replace(inst, meta=meta)
+
+
+def test_a_missing_shared_file_names_where_it_was_looked_for(monkeypatch, tmp_path):
+    from palopt.io import shared_path
+
+    monkeypatch.setenv("PALOPT_DATA", str(tmp_path))
+    (tmp_path / "pal-artifact").mkdir()
+    assert shared_path("pal-artifact") == tmp_path / "pal-artifact"
+    with pytest.raises(InputError, match=r"shared data = 'pal-artifact/x.csv': not found in /"):
+        shared_path("pal-artifact/x.csv")
+    monkeypatch.delenv("PALOPT_DATA")
+    with pytest.raises(InputError, match=r"PALOPT_DATA is not set: \.\./shared/data beside"):
+        shared_path("no-such-folder")

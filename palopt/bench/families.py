@@ -18,7 +18,7 @@ import numpy as np
 
 from palopt.errors import InputError, check_seed
 from palopt.instance import Instance, Job, penalty_matrix
-from palopt.io import data_dir
+from palopt.io import shared_path
 from palopt.topology import Topology, build_cluster
 from palopt.variability import VariabilityProfile, assign_profile, load_artifact_table
 from palopt.workloads import load_workloads
@@ -191,7 +191,10 @@ def _artifact_profile(path: str) -> VariabilityProfile:
 def _philly_jobs(folder: str) -> tuple[np.ndarray, np.ndarray]:
     models = load_workloads()
     sizes, classes = [], []
-    for path in sorted(Path(folder).glob("sia-philly-workload-*.csv")):
+    paths = sorted(Path(folder).glob("sia-philly-workload-*.csv"))
+    if not paths:
+        raise InputError("traces", folder, "no sia-philly-workload-*.csv file in this folder")
+    for path in paths:
         with open(path, newline="", encoding="utf-8") as fh:
             for r in csv.DictReader(fh):
                 sizes.append(int(r["num_gpus"]))
@@ -236,9 +239,7 @@ def sample_slowdowns(topology: Topology, profile: str, rng: np.random.Generator)
     """
     n_gpus = topology.n_gpus
     if profile == "longhorn":
-        path = data_dir() / "pal-artifact" / "sim-64gpu-cluster.csv"
-        if not path.is_file():
-            raise InputError("profile", str(path), "Longhorn profile file not found")
+        path = shared_path("pal-artifact/sim-64gpu-cluster.csv")
         seed = int(rng.integers(2**63))
         return assign_profile(_artifact_profile(str(path)), topology, seed, replace=True).values
     if profile == "synthetic":
@@ -280,7 +281,7 @@ def sample_jobs(n_gpus: int, load: float, rng: np.random.Generator) -> list[Job]
     >>> jobs[0].id, sum(j.num_gpus for j in jobs) <= 32
     ('j0', True)
     """
-    sizes, classes = _philly_jobs(str(data_dir() / "pal-artifact" / "traces"))
+    sizes, classes = _philly_jobs(str(shared_path("pal-artifact/traces")))
     ok = sizes <= max(1, min(48, n_gpus // 4))
     sizes, classes = sizes[ok], classes[ok]
     target = load * n_gpus

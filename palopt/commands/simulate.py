@@ -18,7 +18,7 @@ from palopt.commands import (
     require_plotting,
 )
 from palopt.errors import InputError, refuse_differing
-from palopt.io import data_dir, write_text
+from palopt.io import shared_path, write_text
 from palopt.sim.engine import SimConfig, Simulator
 from palopt.sim.experiments import (
     CELL_KEYS,
@@ -333,7 +333,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     if not args.no_plots:
         require_plotting("--no-plots")
     if args.data is None:
-        args.data = data_dir() / "pal-artifact"
+        args.data = shared_path("pal-artifact")
     if not (args.data / "sim-64gpu-cluster.csv").is_file():
         raise InputError("data", str(args.data), "no sim-64gpu-cluster.csv in this directory")
     for flag, value in FIGURE_OPTIONS.items():
