@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from palopt._frozen import FrozenDict
 from palopt.errors import InputError, check_fields, check_number, is_finite_number
 from palopt.instance import Instance, require_instance
 from palopt.io import read_json, require_field
@@ -211,7 +212,8 @@ class PlacementResult:
         Seconds spent in the solver.
     settings : dict
         The solver's configuration: its options, and the seed and time limit where it uses
-        them (random and exact solvers).
+        them (random and exact solvers). Read-only, and left out of the result's hash (a
+        setting may be a list), not out of its equality.
     gap : float or None
         ``(objective - bound) / objective`` when there is a bound (a property: :attr:`gap`).
 
@@ -236,7 +238,10 @@ class PlacementResult:
     n_placed: int
     wall_time: float
     bound: float | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "settings", FrozenDict(self.settings))
 
     @property
     def gap(self) -> float | None:

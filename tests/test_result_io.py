@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
 from pathlib import Path
 
 import jsonschema
@@ -18,11 +19,14 @@ from palopt import (
     assert_feasible,
     build_cluster,
     check_feasible,
+    load_instance,
     load_result,
     solve,
 )
 from palopt.result import result_schema
 from palopt.solvers import list_solvers
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TOPO = build_cluster(2, 2, 4)  # 16 GPUs
 SLOWDOWN = np.random.default_rng(5).choice([0.97, 1.0, 1.05, 1.3], size=(2, 16))
@@ -176,3 +180,19 @@ def test_the_checker_refuses_a_result_that_misstates_its_parts(edit, problem) ->
     problems = check_feasible(INST, result)
     assert len(problems) == 1 and problem in problems[0]
     assert check_feasible(INST, PlacementResult.from_dict(BASE, INST)) == []
+
+
+def test_a_result_is_hashable_and_its_settings_read_only():
+    # A frozen dataclass promises a hash; the settings dict made hash() raise TypeError, and
+    # could be changed in place after the solve.
+    inst = load_instance(ROOT / "instances" / "longhorn-32gpu.json")
+    r = solve(inst, "random-nonsticky", seed=3)
+    assert_feasible(inst, r)
+    again = PlacementResult.from_dict(json.loads(json.dumps(r.to_dict(inst))), inst)
+    assert again == r and hash(again) == hash(r) and len({r, again}) == 1
+    assert pickle.loads(pickle.dumps(r)) == r
+    with pytest.raises(TypeError, match="read-only"):
+        r.settings["seed"] = 4
+    assert r.settings["seed"] == 3
+    listed = PlacementResult((), "x", "heuristic", 0.0, 0, 0.0, settings={"t": [1, 2]})
+    assert hash(listed) == hash(PlacementResult((), "x", "heuristic", 0.0, 0, 0.0))
