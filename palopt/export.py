@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -88,9 +89,10 @@ def to_frame(result: PlacementResult, instance: Instance) -> pd.DataFrame:
             tuple(dict.fromkeys(topo.server_of(g) for g in p.gpus)),
             p.cost,
             p.slowdown,
-            p.tier,
+            # NaN, not None: pandas before 3.0 keeps None in a text column (shown "None")
+            math.nan if p.tier is None else p.tier,
             p.penalty,
-            p.reason,
+            math.nan if p.reason is None else p.reason,
         )
         for p in result.placements
     ]

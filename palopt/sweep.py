@@ -31,6 +31,7 @@ import importlib.util
 import itertools
 import json
 import logging
+import multiprocessing
 import os
 import shutil
 import sys
@@ -246,7 +247,10 @@ def _local(
     # After a cell fails, the cells not started are cancelled; those running are waited for and
     # yielded (so stored), and then the first error is raised.
     error: BaseException | None = None
-    with ProcessPoolExecutor(max_workers=workers) as pool:
+    # Spawned, not forked: a forked child inherits the locks of the parent's other threads (the
+    # pool's own manager thread, a solver's) in whatever state they were; Python 3.12 warns.
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=spawn) as pool:
         pending: dict[Future[dict[str, Any]], dict[str, Any]] = {
             pool.submit(fn, c): c for c in cells
         }

@@ -509,6 +509,10 @@ TRACE = "job_id,num_gpus,submit_time,duration,model\n"
         # an integer of 310 digits has no float: OverflowError in ideal_seconds
         ("0,1,0,1" + "0" * 309 + ",vgg19\n", r"trace\[0\].duration = 1000.*: must be a finite"),
         ("0,1,0,100,vgg19\n0,1,5,100,vgg19\n", r"trace\[1\].job_id = '0': duplicate job id"),
+        # a text cell makes its column text: the first row's '100' was blamed for it
+        ("0,1,0,100,vgg19\n1,1,0,abc,BERT\n", r"trace\[1\].duration = 'abc': must be a finite"),
+        ("0,2,5,100,vgg19\n1,x,0,9,BERT\n", r"trace\[1\].num_gpus = 'x'"),
+        ("NA,1,0,100,vgg19\nnan,1,0,NaN,BERT\n", r"trace\[1\].duration = nan: must be a finite"),
         (",1,0,100,vgg19\n", r"trace\[0\].job_id = nan: empty job id"),
         ("0,1,0,100,vgg19,extra\n", "not a readable CSV file"),
         # a header alone ran a simulation of nothing, whose summary was all NaN
@@ -580,6 +584,10 @@ def test_trace_takes_the_workloads_given(tmp_path):
 def test_trace_ids_are_the_text_written(tmp_path):
     jobs = load_trace(_write(tmp_path, TRACE + "1,1,0,100,vgg19\n1.0,2,5,100,vgg19\n", "t.csv"))
     assert [j.id for j in jobs] == ["1", "1.0"]
+    # pandas reads NA, nan, None and null as missing: they were refused as empty ids
+    rows = "".join(f"{j},1,{t},100,vgg19\n" for t, j in enumerate(("NA", "nan", "None", "null")))
+    jobs = load_trace(_write(tmp_path, TRACE + rows, "t.csv"))
+    assert [j.id for j in jobs] == ["NA", "nan", "None", "null"]
 
 
 def test_a_simulator_profile_cell_that_is_not_a_number_is_named(tmp_path, capsys):

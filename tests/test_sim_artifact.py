@@ -822,7 +822,7 @@ def test_cli_reproduce_fig13_runs_the_grid_and_the_model_asked_for(
     assert sorted(set(runs.seed)) == [0, 1] and set(runs.load) == {8.0}
     assert set(runs.n_jobs) == {1} and set(runs.completion) == {"exact"}
     assert set(runs.restart_cost) == {30.0} and not runs.extra_jobs.any()
-    assert runs.backfill.all() and runs.fixed_charge.all()
+    assert runs["backfill"].all() and runs["fixed_charge"].all()  # pandas<3: .backfill is a method
     out = capsys.readouterr().out
     text = (tmp_path / f"{stem}.txt").read_text()
     assert out.startswith(text)  # the table printed is the table written

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -43,6 +45,23 @@ __all__ = [
 MAX_TIME_S = 1e12
 
 REQUIRED_COLUMNS = ("job_id", "num_gpus", "submit_time", "duration", "model")
+
+#: A cell pandas reads as a number when its whole column is numeric.
+_NUMBER = re.compile(
+    r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)\s*", re.IGNORECASE
+)
+
+
+def _number_cell(value: Any) -> Any:
+    """A number pandas left as text, as the number: a column holding an integer beyond 64 bits
+    is read as text, every cell of it, by pandas before 3.0 (by pandas 3, one of more than 4,300
+    digits), so that its other rows would be blamed for it."""
+    if not isinstance(value, str) or not _NUMBER.fullmatch(value):
+        return value
+    try:
+        return int(value)
+    except ValueError:  # a decimal point or exponent, or more digits than int() takes
+        return float(value)
 
 
 @dataclass(frozen=True)
@@ -125,9 +144,10 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
     'classC'
     """
     workloads = workloads or load_workloads()
-    # Ids are text as written ("1" and "1.0" are two jobs), and an extra field on a row is an
-    # error, not a shift of the columns.
-    df = read_csv(path, "trace", converters={"job_id": str})
+    # Ids are text as written ("1" and "1.0" are two jobs; a job may be called "NA"), so only an
+    # empty cell is missing; an extra field on a row is an error, not a shift of the columns.
+    # (dtype, not a converter: pandas before 3.0 gave the converter's '' for an empty cell)
+    df = read_csv(path, "trace", dtype={"job_id": str}, keep_default_na=False, na_values=[""])
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(
@@ -140,6 +160,7 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
         zip(*(df[c].tolist() for c in REQUIRED_COLUMNS), strict=True)
     ):
         spec = workloads.get(model, f"trace[{i}].model")
+        n, submit, dur = (_number_cell(v) for v in (n, submit, dur))
         if isinstance(n, float) and n.is_integer():  # the column is float if a cell is empty
             n = int(n)
         jobs.append(TraceJob(jid, n, submit, dur, str(model), spec.job_class, spec.base_iter_time))
