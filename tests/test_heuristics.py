@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from palopt import Instance, Job, build_cluster
+from palopt import Instance, Job, Topology, build_cluster
 from palopt.cost import assert_feasible
 from palopt.errors import InputError
 from palopt.instance import penalty_matrix
@@ -524,3 +524,112 @@ def test_pal_across_or_within_by_penalty() -> None:
     for penalty, expect in ((1.7, (0, 4, 5)), (2.5, (0, 1, 2))):
         result = solve("pal", make([row], 2, 4, (Job("x", 3, "c0"),), penalty=penalty))
         assert result.placements[0].gpus == expect
+
+
+def test_pal_prices_across_at_the_tier_just_above_a_server() -> None:
+    # Catches PAL pricing its across option at the top tier's penalty instead of the tier
+    # just above a server. 2 racks x 2 servers x 2 GPUs; each server has one fast (1.0) and one
+    # slow (1.5) GPU; penalties: server 1.0, rack 1.2, cluster 2.0. For 2 GPUs, (L0, across)
+    # costs 1.0 x 1.2 < 1.5 = (L1, within): PM-First's two fast GPUs (servers 0 and 1, one
+    # rack). Priced at the cluster's 2.0, within one server (1.5) would have won.
+    topo = build_cluster(2, 2, 2)
+    inst = Instance(
+        topo,
+        ("c0",),
+        np.array([[1.0, 1.5] * 4]),
+        np.array([[1.0, 1.2, 2.0]]),
+        (Job("x", 2, "c0"),),
+    )
+    assert topo.tiers == ("server", "rack", "cluster")
+    result = solve("pal", inst)
+    assert result.placements[0].gpus == (0, 2)
+
+
+def test_fixed_pal_falls_back_to_best_fit_pmfirst() -> None:
+    # Catches PAL's fixed variant falling back to the artifact's PM-First score when no
+    # within-server option comes before the across one. 3 servers x 4 GPUs, values 1.0 / 1.1 /
+    # 3.0 (slow GPUs busy). Free: s0 two of level 0 (g0, g1), s1 two of level 1 (g4, g5), s2
+    # one of level 1 (g8). A 3-GPU job: no server has 3 GPUs of level <= 1, and (L2, within)
+    # costs 3.0 > 1.1 x 1.7, so PAL takes PM-First over levels <= 1: g0, g1 and one more.
+    # The artifact scores |group - 3| (s1: 1, s2: 2) and takes g4; fixed takes the tightest
+    # group able to hold the one GPU still needed: s2's g8.
+    row = [1.0, 1.0, 3.0, 3.0, 1.1, 1.1, 3.0, 3.0, 1.1, 3.0, 3.0, 3.0]
+    busy = [g for g, v in enumerate(row) if v == 3.0]
+    inst = make([row], 3, 4, (Job("x", 3, "c0"),), busy=busy)
+    assert solve("pal", inst).placements[0].gpus == (0, 1, 4)
+    assert solve("pal", inst, variant="fixed").placements[0].gpus == (0, 1, 8)
+    pool = FreePool(inst)
+    assert ids(choose_pal(pool, 0, 3, pal_ctx(pool, fixed=True))) == [0, 1, 8]
+    assert ids(choose_pmfirst(pool, 0, 3, RoundContext(CTX.rng, True))) == [0, 1, 8]
+
+
+def test_fixed_sticky_still_preempts_the_lowest_ranked_after_undoing() -> None:
+    # Catches the fixed sticky frame giving back undone victims their GPUs in the wrong order
+    # (highest-ranked last), so that a later job preempts a higher-ranked job first.
+    # 3 servers x 3 GPUs; g4, g5, g7, g8 busy. w (3 GPUs) preempts v4 (g6), v3 (g3), then v2
+    # and takes v2's server 0: v4 and v3 freed nothing w took and keep running. k (1 GPU)
+    # then preempts the lowest-ranked running job, v4, and takes g6; v2 does not fit and
+    # would preempt v3 (not enough), which keeps running.
+    queue = (
+        Job("w", 3, "c0"),
+        Job("k", 1, "c0"),
+        Job("v2", 3, "c0", current_gpus=(0, 1, 2)),
+        Job("v3", 1, "c0", current_gpus=(3,)),
+        Job("v4", 1, "c0", current_gpus=(6,)),
+    )
+    inst = make([[1.0] * 9], 3, 3, queue, busy=[4, 5, 7, 8])
+    result = solve("packed-sticky", inst, variant="fixed")
+    assert [(p.job_id, p.action, p.gpus) for p in result.placements] == [
+        ("w", Action.START, (0, 1, 2)),
+        ("k", Action.START, (6,)),
+        ("v2", Action.PREEMPT, ()),
+        ("v3", Action.KEEP, (3,)),
+        ("v4", Action.PREEMPT, ()),
+    ]
+    assert result.placements[4].reason == "preempted for job 'k'"
+
+
+def _uneven_cluster(sizes: tuple[int, ...]) -> Topology:
+    """One switch over servers of the given sizes (GPUs numbered server by server)."""
+    import networkx as nx
+
+    g = nx.Graph()
+    g.add_node("cluster", kind="switch", tier="cluster")
+    gpu = 0
+    for s, size in enumerate(sizes):
+        g.add_node(f"server{s}", kind="server")
+        g.add_edge(f"server{s}", "cluster", link="network")
+        for local in range(size):
+            g.add_node(f"gpu{gpu}", kind="gpu", local=local)
+            g.add_edge(f"gpu{gpu}", f"server{s}", link="pcie")
+            gpu += 1
+    return Topology.from_graph(g)
+
+
+def test_servers_of_different_sizes() -> None:
+    # Catches the pool taking the smallest server's size for the largest: Packed then rated a
+    # server too small for the job as tightest (3 GPUs asked, 2 given) and PAL sent a job that
+    # fits the large server to PM-First. Servers of 2 and 5 GPUs, a 3-GPU job: both take
+    # the first three GPUs of the large server.
+    topo = _uneven_cluster((2, 5))
+    assert topo.server_sizes.tolist() == [2, 5]
+    inst = Instance(
+        topo, ("c0",), np.ones((1, 7)), penalty_matrix(topo, ("c0",), 1.7), (Job("x", 3, "c0"),)
+    )
+    assert FreePool(inst).max_server_size == 5
+    for name in ("packed-sticky", "packed-nonsticky", "pal"):
+        assert solve(name, inst).placements[0].gpus == (2, 3, 4)
+    # 6 GPUs: whole servers, the one with the most free GPUs first.
+    assert ids(choose_packed(FreePool(inst), 0, 6, CTX)) == [0, 2, 3, 4, 5, 6]
+
+
+def test_only_random_nonsticky_is_not_repeatable() -> None:
+    # Catches the simulator being told a random non-sticky round can be reused: it redraws.
+    assert [get_solver(name).repeatable for name in HEURISTICS] == [
+        True,
+        True,
+        True,
+        True,
+        True,
+        False,
+    ]

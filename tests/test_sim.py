@@ -1047,3 +1047,96 @@ def test_no_round_is_recorded_before_the_first_arrival():
     res = simulate(build_cluster(1, 1, 4), flat(4), [job("a", 1, 1000, 10)], "pal", "fifo", cfg)
     first = res.rounds[0]  # the next (round 4) records the job's completion
     assert (first.round, first.time, first.arrived, first.started) == (3, 1080, 1, 1)
+
+
+def test_a_migrated_job_is_counted_and_pays_the_restart_cost():
+    # Catches a migration not counted, or not charged the restart cost. 2 servers x 2 GPUs,
+    # packed-nonsticky, LAS, exact completion. a (1 GPU, 500 it) starts on g0 (tightest server:
+    # s0, the first). At 100 b (2 GPUs, no service yet) ranks first and takes s0, so a moves
+    # to g2; at 200 b is done and a moves back to g0. Two migrations of 20 s each: a has 460
+    # iterations at 500 and ends at 540.
+    topo = build_cluster(1, 2, 2)
+    trace = [job("a", 1, 0, 500), job("b", 2, 50, 100)]
+    cfg = SimConfig(round_s=100, restart_cost_s=20, completion="exact", check=True)
+    res = simulate(topo, flat(4), trace, "packed-nonsticky", "las", cfg)
+    assert (finish(res, "a"), finish(res, "b")) == (pytest.approx(540.0), 200.0)
+    assert res.jobs.migrations.tolist() == [2, 0] and res.jobs.preemptions.tolist() == [0, 0]
+    assert [r.migrated for r in res.rounds][:4] == [0, 1, 1, 0]
+    assert summary(res)["migrations"] == 2
+    assert job_table(res)["migrations"].tolist() == [2, 0]
+
+
+def test_summary_counts_preemptions_and_migrations_of_tracked_jobs_only():
+    # Catches the summary counting the untracked jobs' preemptions or migrations. As in the
+    # two tests above, with a untracked: a is migrated twice (packed-nonsticky) or preempted
+    # once (packed-sticky); the summary counts neither.
+    topo = build_cluster(1, 2, 2)
+    trace = [replace(job("a", 1, 0, 500), tracked=False), job("b", 2, 50, 100)]
+    res = simulate(topo, flat(4), trace, "packed-nonsticky", "las", SimConfig(100, check=True))
+    assert res.jobs.migrations.tolist() == [2, 0] and summary(res)["migrations"] == 0
+    topo = build_cluster(1, 1, 2)
+    trace = [replace(job("a", 2, 0, 300), tracked=False), job("b", 2, 50, 100)]
+    res = simulate(topo, flat(2), trace, "packed-sticky", "las", SimConfig(100, check=True))
+    assert res.jobs.preemptions.tolist() == [1, 0] and summary(res)["preemptions"] == 0
+
+
+def test_job_table_iterations_done_stop_at_the_job_size():
+    # Catches the job table showing the iterations of the whole last round: a job of 28
+    # iterations of 1 s in rounds of 100 s is charged 100 s but did 28 iterations.
+    cfg = SimConfig(100, check=True)
+    res = simulate(build_cluster(1, 1, 1), flat(1), [job("a", 1, 0, 28)], "pal", "fifo", cfg)
+    assert res.jobs.iters_done.tolist() == [100.0]  # a whole round's worth, inside
+    table = job_table(res)
+    assert table["iterations_done"].tolist() == [28.0] and table["attained_s"].tolist() == [100.0]
+
+
+def test_skipped_rounds_count_as_waiting():
+    # Catches fast-forwarding that does not add the skipped rounds to the waiting jobs'
+    # waiting time. One GPU; a runs 0-1000 while b waits, then b runs 1000-1100.
+    trace = [job("a", 1, 0, 1000), job("b", 1, 0, 100)]
+    runs = [
+        simulate(
+            build_cluster(1, 1, 1),
+            flat(1),
+            trace,
+            "packed-sticky",
+            "fifo",
+            SimConfig(100, shortcuts=on, check=True),
+        )
+        for on in (True, False)
+    ]
+    assert sum(r.solved for r in runs[0].rounds) < sum(r.solved for r in runs[1].rounds)
+    for res in runs:
+        assert res.jobs.waited_s.tolist() == [0.0, 1000.0]
+        assert res.jobs.finish.tolist() == [1000.0, 1100.0]
+
+
+def test_random_nonsticky_redraws_every_round_with_shortcuts():
+    # Catches the simulator reusing a random non-sticky decision once a redraw happened to
+    # keep every job on its GPUs: with shortcuts (the default) the run must equal the one that
+    # solves every round. One 1-GPU job on 4 GPUs for 30 rounds.
+    trace = [job("a", 1, 0, 3000)]
+    runs = [
+        simulate(
+            build_cluster(1, 1, 4),
+            flat(4),
+            trace,
+            "random-nonsticky",
+            "fifo",
+            SimConfig(100, seed=3, shortcuts=on, check=True),
+        )
+        for on in (True, False)
+    ]
+    assert all(r.solved for res in runs for r in res.rounds[:-1])
+    assert 0 < runs[0].jobs.migrations[0] == runs[1].jobs.migrations[0] < 29
+
+
+def test_fast_forward_stops_before_a_completion_within_the_rounding_tolerance():
+    # Catches fast-forwarding one round too far: a job of 1000 iterations plus less than the
+    # completion tolerance is done after 10 rounds of 100 (as a full run finds), though
+    # ceil(remaining / per round) says 11; skipping up to that left the job one round late.
+    trace = [job("a", 1, 0, 1000 * (1 + 4e-13))]
+    for on in (True, False):
+        cfg = SimConfig(100, shortcuts=on, check=True)
+        res = simulate(build_cluster(1, 1, 1), flat(1), trace, "pal", "fifo", cfg)
+        assert res.jobs.finish.tolist() == [1000.0] and len(res.rounds) == 11
