@@ -347,7 +347,9 @@ def run_sweep(
         :func:`functools.partial` of one).
     engine : {"local", "ray"}
     workers : int, optional
-        Local processes (default: CPU count); engine ``"local"`` only.
+        Local processes (default: CPU count); engine ``"local"`` only. Above 1 they are
+        started by ``spawn``: each imports ``fn``'s module afresh, so a script that calls
+        ``run_sweep`` guards its top level with ``if __name__ == "__main__":``.
     address : str, optional
         Ray cluster address (``None`` starts a local Ray instance); engine ``"ray"`` only.
     progress : bool
