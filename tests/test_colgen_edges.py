@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
+from helpers import brute_force
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_exact import (
@@ -15,7 +16,6 @@ from test_exact import (
     _sample,
     _three_pairs_two_racks,
     at_most,
-    brute_force,
     tiny_instances,
 )
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import replace
-from functools import cache
 
 import numpy as np
 import pytest
+from helpers import assert_feasible_positions, brute_force
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -43,39 +43,11 @@ HEURISTICS = ["greedy", "pal", "pmfirst", "packed-nonsticky", "random-nonsticky"
 TOL = 1e-6
 
 
-def _assert_feasible_positions(inst: Instance, chosen: dict[int, np.ndarray]) -> None:
-    """Check a placement given as queue position -> GPUs."""
-    assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
-
-
 def _checked_greedy(rnd: Round) -> dict[int, np.ndarray]:
     """``greedy_assignment(rnd)``, checked beside the round's kept jobs."""
     chosen = greedy_assignment(rnd)
-    _assert_feasible_positions(rnd.instance, rnd.fixed | chosen)
+    assert_feasible_positions(rnd.instance, rnd.fixed | chosen)
     return chosen
-
-
-def brute_force(inst: Instance, mode: str = "prefix", keep_running: bool = False) -> float:
-    """Least weighted cost of the selected jobs over every assignment (DP over used-GPU masks)."""
-    rnd = make_round(inst, mode, keep_running)
-    free = [int(g) for g in np.flatnonzero(rnd.free)]
-    jobs = [inst.queue[p] for p in rnd.open_positions]
-    fixed = sum(
-        job_cost(inst, inst.queue[p], g).cost * inst.queue[p].weight for p, g in rnd.fixed.items()
-    )
-
-    @cache
-    def best(i: int, used: frozenset[int]) -> float:
-        if i == len(jobs):
-            return 0.0
-        job = jobs[i]
-        out = np.inf
-        for combo in itertools.combinations([g for g in free if g not in used], job.num_gpus):
-            cost = job.weight * job_cost(inst, job, combo).cost
-            out = min(out, cost + best(i + 1, used | frozenset(combo)))
-        return out
-
-    return fixed + best(0, frozenset())
 
 
 @st.composite
@@ -159,10 +131,10 @@ def at_most(optimum: float) -> float:
     return optimum + 1e-12 * max(abs(optimum), 1.0)
 
 
-def test_cheap_bound_counts_only_free_gpus() -> None:
-    # GPU 0 is busy and running job r keeps GPU 1: job a's best is server 1 at 1.5 (not
-    # server 0 at 1.0).
-    inst = Instance(
+def _busy_and_kept() -> Instance:
+    """GPU 0 busy, running job r (cost 1.0) on GPU 1, and a 2-GPU job a: kept r, a's best is
+    server 1 at 1.5 (not server 0 at 1.0)."""
+    return Instance(
         build_cluster(1, 2, 2),
         ("A",),
         np.array([[1.0, 1.0, 1.5, 1.5]]),
@@ -170,6 +142,10 @@ def test_cheap_bound_counts_only_free_gpus() -> None:
         (Job("a", 2, "A"), Job("r", 1, "A", current_gpus=(1,))),
         busy=np.eye(1, 4, 0, dtype=bool)[0],
     )
+
+
+def test_cheap_bound_counts_only_free_gpus() -> None:
+    inst = _busy_and_kept()
     assert lower_bound(make_round(inst, keep_running=True)) == 1.5
     result = solve(inst, "cpsat", keep_running=True)
     assert_feasible(inst, result)
@@ -554,7 +530,7 @@ def test_highs_keeps_its_start() -> None:
     started = solver.run(model.sparse, start, 0.1, 0)
     assert started.solution is not None
     assert model.sparse.satisfied(started.solution)
-    _assert_feasible_positions(inst, model.decode(started.solution))
+    assert_feasible_positions(inst, model.decode(started.solution))
     assert model.sparse.objective @ started.solution <= model.sparse.objective @ start
 
 
@@ -1057,10 +1033,10 @@ def test_search_work_is_counted_not_timed() -> None:
         + (len(rnd.open_positions) - len(rnd.multi)) * SINGLE_WORK
     )
     assert limit <= work < limit + largest
-    _assert_feasible_positions(inst, a)
+    assert_feasible_positions(inst, a)
     assert round_cost(inst, a) <= round_cost(inst, start)
     shorter, less = improve(rnd, start, np.inf, seed=4, patience=10**6, max_work=limit // 4)
-    _assert_feasible_positions(inst, shorter)
+    assert_feasible_positions(inst, shorter)
     assert less < work and round_cost(inst, a) <= round_cost(inst, shorter)
 
 
@@ -1082,7 +1058,7 @@ def test_region_work_is_counted_not_timed() -> None:
         p: tuple(g) for p, g in b.items()
     }
     assert limit - SUBMODEL_WORK <= work <= 1.01 * limit
-    _assert_feasible_positions(inst, a)
+    assert_feasible_positions(inst, a)
     assert round_cost(inst, a) <= round_cost(inst, start)
 
 
@@ -1102,13 +1078,15 @@ def test_warm_start_off_means_no_start_anywhere() -> None:
     assert starts and all(s is None for s in starts)
 
 
-def _three_pairs_two_racks() -> Instance:
+def _three_pairs_two_racks(weight: float = 1.0) -> Instance:
     """Three 2-GPU jobs of one class, two racks of four GPUs with one slow GPU each: the fast
-    GPUs of a rack hold one and a half jobs, which only the LP can use."""
+    GPUs of a rack hold one and a half jobs, which only the LP can use (optimum 5.5 times
+    ``weight``)."""
     sd = np.array([[1.0, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0, 1.5], [1.0] * 8])
     pen = np.array([[1.0, 1.2, 2.0], [1.0, 1.2, 2.0]])
     queue = tuple(
-        [Job(f"a{i}", 2, "A") for i in range(3)] + [Job(f"b{i}", 1, "B") for i in range(2)]
+        [Job(f"a{i}", 2, "A", weight) for i in range(3)]
+        + [Job(f"b{i}", 1, "B", weight) for i in range(2)]
     )
     return Instance(build_cluster(2, 2, 2), ("A", "B"), sd, pen, queue)
 

@@ -5,9 +5,11 @@ and a proof is held to the gap plus the scaling resolution, no looser and no tig
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
+from test_exact import _busy_and_kept, _three_pairs_two_racks
 
 from palopt import Instance, Job, build_cluster
 from palopt.cost import assert_feasible
@@ -25,16 +27,36 @@ JUST_OUTSIDE_GAP = 1.2e-6
 OPTIMUM = 5.5
 
 
-def _three_pairs_two_racks(weight: float = 1.0) -> Instance:
-    """As in test_exact: optimum 5.5 (times ``weight``), the greedy's placement; the cheap bound
-    does not prove it, so the compact model is built and its back end asked."""
-    sd = np.array([[1.0, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0, 1.5], [1.0] * 8])
-    pen = np.array([[1.0, 1.2, 2.0], [1.0, 1.2, 2.0]])
-    queue = tuple(
-        [Job(f"a{i}", 2, "A", weight) for i in range(3)]
-        + [Job(f"b{i}", 1, "B", weight) for i in range(2)]
+def _edit_column_generation(monkeypatch: pytest.MonkeyPatch, edit: Any) -> None:
+    """Pass every column generation's result through ``edit`` (which changes it in place)."""
+    import palopt.solvers.exact.colgen as colgen
+
+    real = colgen.column_generation
+
+    def edited(*args, **kwargs):  # type: ignore[no-untyped-def]
+        cg = real(*args, **kwargs)
+        edit(cg)
+        return cg
+
+    monkeypatch.setattr(colgen, "column_generation", edited)
+
+
+def _compact_solver(backend: str) -> CpSatSolver | MilpSolver:
+    """The exact solver of ``backend`` (cpsat, highs or cbc) on the whole-round model."""
+    if backend == "cpsat":
+        return CpSatSolver(formulation="compact")
+    return MilpSolver(backend=backend, formulation="compact")
+
+
+def _one_pair() -> Instance:
+    """One 2-GPU job on two 2-GPU servers: the cheap bound is exactly its greedy cost, 1.0."""
+    return Instance(
+        build_cluster(1, 2, 2),
+        ("A",),
+        np.array([[1.0, 1.0, 1.5, 1.5]]),
+        np.array([[1.0, 1.5, 2.0]]),
+        (Job("a", 2, "A"),),
     )
-    return Instance(build_cluster(2, 2, 2), ("A", "B"), sd, pen, queue)
 
 
 class _ShortProof(CpSatSolver):
@@ -86,8 +108,12 @@ def _stopped_cpsat(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cp_model, "CpSolver", Stopped)
 
 
-def _stopped_highs(monkeypatch: pytest.MonkeyPatch) -> None:
-    """HiGHS reports its time limit with a solution, its dual bound just outside the gap."""
+def _highs_reporting(
+    monkeypatch: pytest.MonkeyPatch, status: str, dual_short: float | None = None
+) -> None:
+    """Every HiGHS the MILP solver makes reports the model status ``status`` (a name of
+    ``highspy.HighsModelStatus``) after its solve; with ``dual_short``, its dual bound that much
+    (relative) under its solution's value."""
     import highspy
 
     import palopt.solvers.exact.milp as milp
@@ -97,12 +123,13 @@ def _stopped_highs(monkeypatch: pytest.MonkeyPatch) -> None:
     class Info:
         def __init__(self, info: object) -> None:
             self._info = info
-            self.mip_dual_bound = info.objective_function_value * (1 - JUST_OUTSIDE_GAP)
+            if dual_short is not None:
+                self.mip_dual_bound = info.objective_function_value * (1 - dual_short)
 
         def __getattr__(self, name: str) -> object:
             return getattr(self._info, name)
 
-    class Stopped:
+    class Reporting:
         def __init__(self) -> None:
             self._h = real()
 
@@ -110,13 +137,17 @@ def _stopped_highs(monkeypatch: pytest.MonkeyPatch) -> None:
             return getattr(self._h, name)
 
         def getModelStatus(self) -> object:  # noqa: N802 (HiGHS's name)
-            assert self._h.getModelStatus() == highspy.HighsModelStatus.kOptimal
-            return highspy.HighsModelStatus.kTimeLimit
+            return getattr(highspy.HighsModelStatus, status)
 
         def getInfo(self) -> Info:  # noqa: N802 (HiGHS's name)
             return Info(self._h.getInfo())
 
-    monkeypatch.setattr(milp, "new_highs", Stopped)
+    monkeypatch.setattr(milp, "new_highs", Reporting)
+
+
+def _stopped_highs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """HiGHS reports its time limit with a solution, its dual bound just outside the gap."""
+    _highs_reporting(monkeypatch, "kTimeLimit", JUST_OUTSIDE_GAP)
 
 
 @pytest.mark.parametrize("backend", ["cpsat", "highs"])
@@ -128,14 +159,9 @@ def test_a_back_end_stopped_at_its_limit_is_not_taken_as_a_proof(
     # solution as "optimal" (the proof's wider tolerance, gap + 2 / scale, then let it
     # through) and reporting the solution's value as the bound (a time-limited answer
     # "proven" by its own objective).
-    if backend == "cpsat":
-        _stopped_cpsat(monkeypatch)
-        solver: CpSatSolver | MilpSolver = CpSatSolver(formulation="compact")
-    else:
-        _stopped_highs(monkeypatch)
-        solver = MilpSolver(backend="highs", formulation="compact")
+    {"cpsat": _stopped_cpsat, "highs": _stopped_highs}[backend](monkeypatch)
     inst = _three_pairs_two_racks()
-    r = solver.solve(inst)
+    r = _compact_solver(backend).solve(inst)
     assert_feasible(inst, r)
     assert r.objective == pytest.approx(OPTIMUM)
     assert r.status == Status.FEASIBLE and "proof" not in r.settings
@@ -197,14 +223,7 @@ def test_a_weaker_back_end_bound_does_not_replace_a_better_one(
 def test_the_bound_of_a_round_with_kept_jobs_counts_their_cost() -> None:
     # The flow's bounds cover the open jobs only; the kept running job's cost (1.0) is added
     # back. Catches the bound reported without it: 1.5 for a placement of 2.5, "feasible".
-    inst = Instance(
-        build_cluster(1, 2, 2),
-        ("A",),
-        np.array([[1.0, 1.0, 1.5, 1.5]]),
-        np.array([[1.0, 1.7, 1.7]]),
-        (Job("a", 2, "A"), Job("r", 1, "A", current_gpus=(1,))),
-        busy=np.eye(1, 4, 0, dtype=bool)[0],
-    )
+    inst = _busy_and_kept()
     for solver in (CpSatSolver(keep_running=True), MilpSolver(keep_running=True)):
         r = solver.solve(inst)
         assert_feasible(inst, r)
@@ -265,13 +284,7 @@ def test_a_bound_equal_to_the_placement_proves_it_with_a_gap_of_zero(formulation
     # One 2-GPU job: the cheap bound (and the configuration LP's) is exactly the greedy cost,
     # 1.0. "Meets" includes equality, so gap=0 still proves it without building a model.
     # Catches a strict comparison there (the whole-round model was built and solved).
-    inst = Instance(
-        build_cluster(1, 2, 2),
-        ("A",),
-        np.array([[1.0, 1.0, 1.5, 1.5]]),
-        np.array([[1.0, 1.5, 2.0]]),
-        (Job("a", 2, "A"),),
-    )
+    inst = _one_pair()
     r = CpSatSolver(gap=0.0, formulation=formulation).solve(inst)
     assert_feasible(inst, r)
     assert r.status == Status.OPTIMAL and r.objective == r.bound == 1.0
@@ -287,22 +300,9 @@ def test_a_weak_subgradient_bound_does_not_replace_the_column_generation_bound(
     # in place of the best so far (the proof was lost and the whole-round model built).
     import palopt.solvers.exact.colgen as colgen
 
-    real = colgen.column_generation
-
-    def far_from_its_lp_value(*args, **kwargs):  # type: ignore[no-untyped-def]
-        cg = real(*args, **kwargs)
-        cg.lp_value = cg.bound + 1.0
-        return cg
-
-    monkeypatch.setattr(colgen, "column_generation", far_from_its_lp_value)
+    _edit_column_generation(monkeypatch, lambda cg: setattr(cg, "lp_value", cg.bound + 1.0))
     monkeypatch.setattr(colgen, "lagrangian_bound", lambda *args, **kwargs: (0.0, 1))
-    inst = Instance(
-        build_cluster(1, 2, 2),
-        ("A",),
-        np.array([[1.0, 1.0, 1.5, 1.5]]),
-        np.array([[1.0, 1.5, 2.0]]),
-        (Job("a", 2, "A"),),
-    )
+    inst = _one_pair()
     r = CpSatSolver().solve(inst)
     assert_feasible(inst, r)
     assert r.settings["lagrangian_steps"] == 1  # the subgradient ran
@@ -457,23 +457,7 @@ def _infeasible_cpsat(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _infeasible_highs(monkeypatch: pytest.MonkeyPatch) -> None:
-    import highspy
-
-    import palopt.solvers.exact.milp as milp
-
-    real = milp.new_highs
-
-    class Infeasible:
-        def __init__(self) -> None:
-            self._h = real()
-
-        def __getattr__(self, name: str) -> object:
-            return getattr(self._h, name)
-
-        def getModelStatus(self) -> object:  # noqa: N802 (HiGHS's name)
-            return highspy.HighsModelStatus.kInfeasible
-
-    monkeypatch.setattr(milp, "new_highs", Infeasible)
+    _highs_reporting(monkeypatch, "kInfeasible")
 
 
 def _infeasible_cbc(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -497,14 +481,10 @@ def test_a_back_end_s_infeasible_is_nothing_cheaper_than_the_greedy_placement(
     # nothing cheaper: the greedy placement is returned, "no solution", and the fallback says
     # why. Catches a back end's "infeasible" translated as any other answer (no solution found,
     # or a solution-less "optimal"), which gave the wrong reason.
-    if backend == "cpsat":
-        _infeasible_cpsat(monkeypatch)
-        solver: CpSatSolver | MilpSolver = CpSatSolver(formulation="compact")
-    else:
-        (_infeasible_highs if backend == "highs" else _infeasible_cbc)(monkeypatch)
-        solver = MilpSolver(backend=backend, formulation="compact")
+    patch = {"cpsat": _infeasible_cpsat, "highs": _infeasible_highs, "cbc": _infeasible_cbc}
+    patch[backend](monkeypatch)
     inst = _three_pairs_two_racks()
-    r = solver.solve(inst)
+    r = _compact_solver(backend).solve(inst)
     assert_feasible(inst, r)
     assert r.status == Status.NO_SOLUTION and r.objective == pytest.approx(OPTIMUM)
     assert r.settings["best_from"] == "greedy"
@@ -519,16 +499,7 @@ def test_an_unconverged_column_generation_is_not_followed_by_the_compact_model(
     # bound is valid, but without reduced-cost fixing the whole-round model is too large to
     # help in time, so the best placement so far is returned, "feasible", with the bound.
     # Catches the compact model built and solved after an unconverged column generation.
-    import palopt.solvers.exact.colgen as colgen
-
-    real = colgen.column_generation
-
-    def unconverged(*args, **kwargs):  # type: ignore[no-untyped-def]
-        cg = real(*args, **kwargs)
-        cg.converged = False
-        return cg
-
-    monkeypatch.setattr(colgen, "column_generation", unconverged)
+    _edit_column_generation(monkeypatch, lambda cg: setattr(cg, "converged", False))
     from palopt.bench.families import Family, make_instance
 
     inst = make_instance(Family(32, 4, 1.0, "longhorn"), 2)

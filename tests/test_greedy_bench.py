@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from helpers import assert_feasible_positions
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,10 +21,6 @@ from palopt.solvers.bounds import lower_bound
 from palopt.solvers.greedy import PACKING, GreedyPlacer, greedy_assignment
 from palopt.solvers.local import polish
 from palopt.solvers.round import admitted_prefix, make_round, round_cost
-
-
-def _assert_feasible_positions(inst: Instance, chosen: dict[int, np.ndarray]) -> None:
-    assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
 
 
 def test_admitted_prefix_is_the_longest_fitting_prefix() -> None:
@@ -95,8 +92,8 @@ def test_packing_keeps_whole_servers_for_later_jobs() -> None:
     order = list(rnd.open_positions)
     plain = GreedyPlacer(rnd).place(order)
     packed = GreedyPlacer(rnd, packing=PACKING).place(order)
-    _assert_feasible_positions(inst, plain[1])
-    _assert_feasible_positions(inst, packed[1])
+    assert_feasible_positions(inst, plain[1])
+    assert_feasible_positions(inst, packed[1])
     servers = topo.groups[topo.server_tier]
     assert len(np.unique(servers[plain[1][0]])) == 4
     assert len(np.unique(servers[packed[1][0]])) == 2
@@ -123,13 +120,13 @@ def test_greedy_keeps_the_better_of_its_two_cheapest_passes_polished() -> None:
     )
     polished = []
     for _, chosen in passes:
-        _assert_feasible_positions(inst, chosen)
+        assert_feasible_positions(inst, chosen)
         out = polish(rnd, chosen)
-        _assert_feasible_positions(inst, out)
+        assert_feasible_positions(inst, out)
         polished.append(round_cost(inst, out))
     assert polished[0] > polished[1] * 1.02
     chosen = greedy_assignment(rnd)
-    _assert_feasible_positions(inst, chosen)
+    assert_feasible_positions(inst, chosen)
     assert round_cost(inst, chosen) == pytest.approx(polished[1])
 
 
@@ -148,14 +145,14 @@ def test_rack_sized_jobs_last_keep_racks_whole() -> None:
     costs = []
     for order in (queue, rest + big):
         _, chosen = packer.place(order)
-        _assert_feasible_positions(inst, chosen)
+        assert_feasible_positions(inst, chosen)
         out = polish(rnd, chosen)
-        _assert_feasible_positions(inst, out)
+        assert_feasible_positions(inst, out)
         costs.append(round_cost(inst, out))
     in_order, big_last = costs
     assert big_last < in_order / 1.02
     chosen = greedy_assignment(rnd)
-    _assert_feasible_positions(inst, chosen)
+    assert_feasible_positions(inst, chosen)
     assert round_cost(inst, chosen) == pytest.approx(big_last)
 
 

@@ -4,37 +4,17 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 
 import numpy as np
 import pytest
+from helpers import assert_feasible_positions, brute_force
 
 from palopt import Instance, Job, build_cluster, solve
-from palopt.cost import assert_feasible, job_cost
+from palopt.cost import assert_feasible
 from palopt.solvers.greedy import PACKING, GreedyPlacer
 from palopt.solvers.local import polish
 from palopt.solvers.round import make_round, round_cost
-
-
-def _assert_feasible_positions(inst: Instance, chosen: dict[int, np.ndarray]) -> None:
-    assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
-
-
-def _optimum(inst: Instance) -> float:
-    """Least weighted cost of the round's open jobs over every assignment (tiny rounds only)."""
-    rnd = make_round(inst)
-    free = np.flatnonzero(rnd.free).tolist()
-    jobs = [inst.queue[p] for p in rnd.open_positions]
-    best = np.inf
-    for perm in itertools.permutations(free, sum(j.num_gpus for j in jobs)):
-        total, at = 0.0, 0
-        for job in jobs:
-            gpus = perm[at : at + job.num_gpus]
-            at += job.num_gpus
-            total += job.weight * job_cost(inst, job, gpus).cost
-        best = min(best, total)
-    return best
 
 
 def test_a_tie_between_a_rack_and_the_whole_cluster_goes_to_the_rack() -> None:
@@ -48,7 +28,7 @@ def test_a_tie_between_a_rack_and_the_whole_cluster_goes_to_the_rack() -> None:
     rnd = make_round(inst)
     for placer in (GreedyPlacer(rnd), GreedyPlacer(rnd, packing=PACKING)):
         cost, gpus = placer.best(rnd.free.copy(), 0, 3)
-        _assert_feasible_positions(inst, {0: gpus})
+        assert_feasible_positions(inst, {0: gpus})
         assert cost == 1.875
         assert sorted(gpus.tolist()) == [0, 1, 2]
     r = solve(inst, "greedy")
@@ -71,10 +51,10 @@ def test_packing_may_use_a_group_that_costs_exactly_its_slack_more() -> None:
     rnd = make_round(inst)
     assert 1.0 * (1 + PACKING) == 1.05
     cost, gpus = GreedyPlacer(rnd).best(rnd.free.copy(), 0, 2)
-    _assert_feasible_positions(inst, {0: gpus})
+    assert_feasible_positions(inst, {0: gpus})
     assert cost == 1.0 and sorted(gpus.tolist()) == [0, 1]
     cost, gpus = GreedyPlacer(rnd, packing=PACKING).best(rnd.free.copy(), 0, 2)
-    _assert_feasible_positions(inst, {0: gpus})
+    assert_feasible_positions(inst, {0: gpus})
     assert cost == 1.05 and sorted(gpus.tolist()) == [4, 5]
 
 
@@ -87,7 +67,7 @@ def test_packing_breaks_a_best_fit_tie_by_speed() -> None:
     inst = Instance(build_cluster(1, 2, 2), ("A",), sd, pen, (Job("j", 2, "A"),))
     rnd = make_round(inst)
     cost, gpus = GreedyPlacer(rnd, packing=PACKING).best(rnd.free.copy(), 0, 2)
-    _assert_feasible_positions(inst, {0: gpus})
+    assert_feasible_positions(inst, {0: gpus})
     assert cost == 1.0 and sorted(gpus.tolist()) == [2, 3]
 
 
@@ -102,7 +82,7 @@ def test_packing_takes_the_child_group_with_most_room_whole_first() -> None:
     )
     rnd = make_round(inst)
     cost, gpus = GreedyPlacer(rnd, packing=PACKING).best(rnd.free.copy(), 0, 5)
-    _assert_feasible_positions(inst, {0: gpus})
+    assert_feasible_positions(inst, {0: gpus})
     assert cost == 1.7
     assert sorted(gpus.tolist()) == [0, 1, 2, 3, 4]
     r = solve(inst, "greedy")
@@ -125,7 +105,7 @@ def test_packing_empties_the_servers_without_slow_free_gpus_first() -> None:
     inst = Instance(build_cluster(1, 3, 4), ("A",), sd, pen, queue, busy)
     rnd = make_round(inst)
     cost, chosen = GreedyPlacer(rnd, packing=PACKING).place([0, 1])
-    _assert_feasible_positions(inst, chosen)
+    assert_feasible_positions(inst, chosen)
     assert chosen[0].tolist() == [0, 1, 4, 8, 9]
     assert chosen[1].tolist() == [5, 6, 7]
     assert cost == pytest.approx(1.7 + 1.3)
@@ -144,14 +124,14 @@ def test_the_largest_first_pass_assigns_one_gpu_jobs_optimally() -> None:
     inst = Instance(build_cluster(1, 1, 3), ("A", "B", "C"), sd, pen, queue)
     rnd = make_round(inst)
     plain_cost, plain = GreedyPlacer(rnd).place([0, 1, 2])
-    _assert_feasible_positions(inst, plain)
+    assert_feasible_positions(inst, plain)
     assert plain_cost == pytest.approx(3.5)
     assert round_cost(inst, polish(rnd, plain)) == pytest.approx(3.5)
     r = solve(inst, "greedy")
     assert_feasible(inst, r)
     assert r.assignment() == {"a": (1,), "b": (2,), "c": (0,)}
     assert r.objective == pytest.approx(3.02)
-    assert r.objective == pytest.approx(_optimum(inst))
+    assert r.objective == pytest.approx(brute_force(inst))
 
 
 def test_swap_counts_the_gain_of_the_job_giving_up_its_bottleneck() -> None:
@@ -174,10 +154,10 @@ def test_swap_counts_the_gain_of_the_job_giving_up_its_bottleneck() -> None:
     rnd = make_round(inst)
     start = {0: np.array([0, 1]), 1: np.array([2, 3]), 2: np.array([4])}
     out = polish(rnd, start)
-    _assert_feasible_positions(inst, out)
+    assert_feasible_positions(inst, out)
     assert {p: g.tolist() for p, g in out.items()} == {0: [1, 2], 1: [0, 3], 2: [4]}
     assert round_cost(inst, out) == pytest.approx(3.0)
-    assert round_cost(inst, out) == pytest.approx(_optimum(inst))
+    assert round_cost(inst, out) == pytest.approx(brute_force(inst))
 
 
 def test_swap_making_no_gain_is_not_made() -> None:
@@ -191,7 +171,7 @@ def test_swap_making_no_gain_is_not_made() -> None:
     inst = Instance(build_cluster(1, 1, 2), ("A", "B"), sd, pen, queue)
     rnd = make_round(inst)
     out = polish(rnd, {0: np.array([1]), 1: np.array([0])})
-    _assert_feasible_positions(inst, out)
+    assert_feasible_positions(inst, out)
     assert {p: g.tolist() for p, g in out.items()} == {0: [1], 1: [0]}
     assert round_cost(inst, out) == 2.5
 
@@ -213,10 +193,10 @@ def test_consolidation_takes_the_fastest_gpus_of_the_group() -> None:
     inst = Instance(build_cluster(1, 2, 4), ("A", "B"), sd, pen, queue, busy)
     rnd = make_round(inst)
     out = polish(rnd, {0: np.array([0, 4]), 1: np.array([1])})
-    _assert_feasible_positions(inst, out)
+    assert_feasible_positions(inst, out)
     assert {p: g.tolist() for p, g in out.items()} == {0: [0, 1], 1: [4]}
     assert round_cost(inst, out) == pytest.approx(2.0)
-    assert round_cost(inst, out) == pytest.approx(_optimum(inst))
+    assert round_cost(inst, out) == pytest.approx(brute_force(inst))
 
 
 def _one_slow_gpu() -> Instance:
@@ -232,7 +212,7 @@ def test_swap_trades_a_bottleneck_for_a_gpu_slower_than_the_next_slowest() -> No
     # (1.0 here), so the partial gain of GPU 2 (1.5 -> 1.2) would be missed.
     inst = _one_slow_gpu()
     out = polish(make_round(inst), {0: np.array([0, 1])})
-    _assert_feasible_positions(inst, out)
+    assert_feasible_positions(inst, out)
     assert out[0].tolist() == [0, 2]
     assert round_cost(inst, out) == pytest.approx(1.2)
 
@@ -254,7 +234,7 @@ def test_consolidation_making_no_gain_is_not_made() -> None:
     pen = np.array([[1.0, 1.5, 2.0]])
     inst = Instance(build_cluster(1, 2, 2), ("A",), sd, pen, (Job("j", 2, "A"),), busy)
     out = polish(make_round(inst), {0: np.array([0, 2])})
-    _assert_feasible_positions(inst, out)
+    assert_feasible_positions(inst, out)
     assert out[0].tolist() == [0, 2]
     assert round_cost(inst, out) == 1.5
 
@@ -267,7 +247,7 @@ def test_packing_on_a_server_takes_its_fastest_gpus() -> None:
     inst = Instance(build_cluster(1, 2, 4), ("A",), sd, pen, (Job("j", 2, "A"),))
     rnd = make_round(inst)
     cost, gpus = GreedyPlacer(rnd, packing=PACKING).best(rnd.free.copy(), 0, 2)
-    _assert_feasible_positions(inst, {0: gpus})
+    assert_feasible_positions(inst, {0: gpus})
     assert cost == 1.0 and sorted(gpus.tolist()) == [0, 2]
 
 
@@ -283,7 +263,7 @@ def test_packing_finishes_a_job_on_the_server_with_fewest_free_gpus() -> None:
     inst = Instance(build_cluster(1, 3, 4), ("A",), np.ones((1, 12)), pen, queue, busy)
     rnd = make_round(inst)
     cost, chosen = GreedyPlacer(rnd, packing=PACKING).place([0, 1])
-    _assert_feasible_positions(inst, chosen)
+    assert_feasible_positions(inst, chosen)
     assert chosen[0].tolist() == [0, 1, 2, 3, 9]
     assert chosen[1].tolist() == [4, 5, 6, 7]
     assert cost == pytest.approx(1.7 + 1.0)

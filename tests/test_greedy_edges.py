@@ -4,37 +4,16 @@ reasons in ``choose`` mode, packing's remainder and consolidation."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
+from helpers import assert_feasible_positions, brute_force
 
 import palopt.solvers.greedy as greedy_module
 from palopt import Instance, Job, build_cluster, solve
-from palopt.cost import assert_feasible, job_cost
+from palopt.cost import assert_feasible
 from palopt.solvers.greedy import PACKING, GreedyPlacer
 from palopt.solvers.local import polish
 from palopt.solvers.round import make_round, round_cost
-
-
-def _assert_feasible_positions(inst: Instance, chosen: dict[int, np.ndarray]) -> None:
-    assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
-
-
-def _optimum(inst: Instance, keep_running: bool = False) -> float:
-    """Least weighted cost of the round's open jobs over every assignment (tiny rounds only)."""
-    rnd = make_round(inst, keep_running=keep_running)
-    free = np.flatnonzero(rnd.free).tolist()
-    jobs = [inst.queue[p] for p in rnd.open_positions]
-    best = np.inf
-    for perm in itertools.permutations(free, sum(j.num_gpus for j in jobs)):
-        total, at = 0.0, 0
-        for job in jobs:
-            gpus = perm[at : at + job.num_gpus]
-            at += job.num_gpus
-            total += job.weight * job_cost(inst, job, gpus).cost
-        best = min(best, total)
-    return best
 
 
 def test_greedy_takes_the_lowest_tier_on_a_tie() -> None:
@@ -78,7 +57,7 @@ def test_greedy_keeps_running_jobs_and_places_the_rest_around_them() -> None:
     assert got["a"] == (2, 3)
     assert len(got["c"]) == 1 and got["c"][0] >= 4
     assert kept.objective == pytest.approx(1.0 + 1.2 + 1.5)
-    assert kept.objective == pytest.approx(1.0 + _optimum(inst, keep_running=True))
+    assert kept.objective == pytest.approx(brute_force(inst, keep_running=True))
     # Without keep_running, r is an ordinary job and a, first in the queue, takes GPUs 0, 1.
     moved = solve(inst, "greedy")
     assert_feasible(inst, moved)
@@ -93,7 +72,7 @@ def test_local_search_never_moves_onto_a_kept_running_job() -> None:
     assert set(rnd.fixed) == {1}
     start = {0: np.array([2, 3]), 2: np.array([7])}
     out = polish(rnd, start)
-    _assert_feasible_positions(inst, rnd.fixed | out)
+    assert_feasible_positions(inst, rnd.fixed | out)
     assert out[0].tolist() == [2, 3]
     assert out[2][0] >= 4
 
@@ -107,13 +86,13 @@ def test_the_one_gpu_assignment_puts_heavy_jobs_on_fast_gpus() -> None:
     inst = Instance(build_cluster(1, 1, 4), ("A", "B"), sd, np.array([[1.0, 1.7, 2.0]] * 2), queue)
     rnd = make_round(inst)
     cost, chosen = GreedyPlacer(rnd, packing=PACKING).place_split(list(rnd.open_positions))
-    _assert_feasible_positions(inst, chosen)
+    assert_feasible_positions(inst, chosen)
     assert cost == pytest.approx(round_cost(inst, chosen))
-    assert cost == pytest.approx(_optimum(inst))
+    assert cost == pytest.approx(brute_force(inst))
     assert chosen[1].tolist() == [0]  # the heaviest job on the fastest GPU for its class
     r = solve(inst, "greedy")
     assert_feasible(inst, r)
-    assert r.objective == pytest.approx(_optimum(inst))
+    assert r.objective == pytest.approx(brute_force(inst))
 
 
 def test_greedy_without_highspy_places_one_gpu_jobs_on_the_gpus_left(
@@ -127,7 +106,7 @@ def test_greedy_without_highspy_places_one_gpu_jobs_on_the_gpus_left(
     inst = Instance(build_cluster(1, 2, 4), ("A",), sd, np.array([[1.0, 1.7, 2.0]]), queue)
     rnd = make_round(inst)
     _, chosen = GreedyPlacer(rnd, packing=PACKING).place_split(list(rnd.open_positions))
-    _assert_feasible_positions(inst, chosen)
+    assert_feasible_positions(inst, chosen)
     assert sorted(chosen) == [0, 1, 2, 3]
     r = solve(inst, "greedy")
     assert_feasible(inst, r)
@@ -161,7 +140,7 @@ def test_exchange_weighs_the_two_jobs() -> None:
     inst = Instance(build_cluster(1, 2, 2), ("A",), sd, np.array([[1.0, 1.7, 2.0]]), queue)
     rnd = make_round(inst)
     out = polish(rnd, {0: np.array([0, 1]), 1: np.array([2, 3])})
-    _assert_feasible_positions(inst, out)
+    assert_feasible_positions(inst, out)
     assert out[0].tolist() == [2, 3] and out[1].tolist() == [0, 1]
     assert round_cost(inst, out) == pytest.approx(10.0 + 1.3)
     r = solve(inst, "greedy")
@@ -180,10 +159,10 @@ def test_exchange_prices_each_job_at_the_tier_of_the_set_it_takes() -> None:
     inst = Instance(build_cluster(1, 3, 2), ("A", "B"), np.ones((2, 6)), pen, queue, busy)
     rnd = make_round(inst)
     out = polish(rnd, {0: np.array([0, 1]), 1: np.array([2, 4])})
-    _assert_feasible_positions(inst, out)
+    assert_feasible_positions(inst, out)
     assert out[0].tolist() == [2, 4] and out[1].tolist() == [0, 1]
     assert round_cost(inst, out) == pytest.approx(2.2)
-    assert round_cost(inst, out) == pytest.approx(_optimum(inst))
+    assert round_cost(inst, out) == pytest.approx(brute_force(inst))
     r = solve(inst, "greedy")
     assert_feasible(inst, r)
     assert r.objective == pytest.approx(2.2)
@@ -201,7 +180,7 @@ def test_packing_finishes_a_job_on_the_fullest_server() -> None:
     )
     rnd = make_round(inst)
     cost, chosen = GreedyPlacer(rnd, packing=PACKING).place([0, 1])
-    _assert_feasible_positions(inst, chosen)
+    assert_feasible_positions(inst, chosen)
     servers = inst.topology.groups[inst.topology.server_tier]
     assert sorted(set(servers[chosen[0]].tolist())) == sorted(set(servers[[0, 5]].tolist()))
     assert chosen[1].tolist() == [8, 9, 10, 11]
@@ -221,6 +200,6 @@ def test_consolidation_falls_back_to_the_second_largest_group() -> None:
     )
     rnd = make_round(inst)
     out = polish(rnd, {0: np.array([0, 1, 4]), 1: np.array([2, 3])})
-    _assert_feasible_positions(inst, out)
+    assert_feasible_positions(inst, out)
     assert out[0].tolist() == [4, 5, 6] and out[1].tolist() == [2, 3]
     assert round_cost(inst, out) == pytest.approx(2.0)

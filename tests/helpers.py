@@ -1,0 +1,42 @@
+"""Helpers shared by the solver tests: a placement checked by queue position, and the optimum of
+a tiny round by enumeration."""
+
+from __future__ import annotations
+
+import itertools
+from functools import cache
+
+import numpy as np
+
+from palopt import Instance
+from palopt.cost import assert_feasible, job_cost
+from palopt.solvers.round import make_round
+
+
+def assert_feasible_positions(inst: Instance, chosen: dict[int, np.ndarray]) -> None:
+    """Check a placement given as queue position -> GPUs."""
+    assert_feasible(inst, {inst.queue[p].id: g for p, g in chosen.items()})
+
+
+def brute_force(inst: Instance, mode: str = "prefix", keep_running: bool = False) -> float:
+    """Least weighted cost of the selected jobs over every assignment (DP over used-GPU masks),
+    the kept running jobs' cost included."""
+    rnd = make_round(inst, mode, keep_running)
+    free = [int(g) for g in np.flatnonzero(rnd.free)]
+    jobs = [inst.queue[p] for p in rnd.open_positions]
+    fixed = sum(
+        job_cost(inst, inst.queue[p], g).cost * inst.queue[p].weight for p, g in rnd.fixed.items()
+    )
+
+    @cache
+    def best(i: int, used: frozenset[int]) -> float:
+        if i == len(jobs):
+            return 0.0
+        job = jobs[i]
+        out = np.inf
+        for combo in itertools.combinations([g for g in free if g not in used], job.num_gpus):
+            cost = job.weight * job_cost(inst, job, combo).cost
+            out = min(out, cost + best(i + 1, used | frozenset(combo)))
+        return out
+
+    return fixed + best(0, frozenset())
