@@ -784,7 +784,7 @@ def _switch_levels(
             "linked to two switches above it?)",
         )
     depth = nx.single_source_shortest_path_length(net, roots[0])
-    parent = {child: up for up, child in nx.bfs_edges(net, roots[0])}  # (was bfs_predecessors)
+    parent = {child: up for up, child in nx.bfs_edges(net, roots[0])}
     for node, up in parent.items():  # servers and switches, seen from the root
         if kind[up] != SWITCH:
             raise InputError(
