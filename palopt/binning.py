@@ -168,7 +168,7 @@ class _KMeansDP:
         for layer in range(k - 1, 0, -1):
             bounds[layer] = self.start[layer][j]
             j = bounds[layer] - 1
-        unique_labels = np.zeros(m, dtype=np.int64)
+        unique_labels: np.ndarray = np.zeros(m, dtype=np.int64)
         unique_labels[bounds[1:]] = 1
         unique_labels = np.cumsum(unique_labels)
         # mean of each cluster as its smallest value plus the mean offset from it: exact for a

@@ -674,7 +674,7 @@ class Topology:
         switch_tiers, switch_levels, switch_tier = _switch_levels(
             graph, kind, server_ids, field_name
         )
-        rows = [island] if len(nvlinked) else []
+        rows: list[np.ndarray] = [island] if len(nvlinked) else []
         rows.append(gpu_server)
         rows.extend(switch_levels[:, lvl][gpu_server] for lvl in range(len(switch_tiers)))
         groups = np.stack(rows)

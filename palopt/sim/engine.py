@@ -254,12 +254,12 @@ class JobTable:
     def __init__(self, jobs: Sequence[TraceJob], class_index: Mapping[str, int]) -> None:
         self.jobs: list[TraceJob] = []
         n = 0
-        self.submit = np.zeros(n)
-        self.iters_total = np.zeros(n)
-        self.base = np.zeros(n)
-        self.num_gpus = np.zeros(n, dtype=np.int64)
-        self.cls = np.zeros(n, dtype=np.int64)
-        self.tracked = np.zeros(n, dtype=bool)
+        self.submit: np.ndarray = np.zeros(n)
+        self.iters_total: np.ndarray = np.zeros(n)
+        self.base: np.ndarray = np.zeros(n)
+        self.num_gpus: np.ndarray = np.zeros(n, dtype=np.int64)
+        self.cls: np.ndarray = np.zeros(n, dtype=np.int64)
+        self.tracked: np.ndarray = np.zeros(n, dtype=bool)
         self.status = np.zeros(n, dtype=np.int64)
         self.iters_done = np.zeros(n)
         self.attained_s = np.zeros(n)

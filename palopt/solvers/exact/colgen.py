@@ -244,9 +244,9 @@ class Master:
                 if rnd.free[gpus].all() and tuple(gpus) not in known:
                     known.add(tuple(gpus))
                     self.add_column(j, own(pos, gpus))
-        self.mu = np.zeros(n_jobs)
-        self.nu = np.zeros(n_comm)
-        self.p = np.zeros(n_free)
+        self.mu: np.ndarray = np.zeros(n_jobs)
+        self.nu: np.ndarray = np.zeros(n_comm)
+        self.p: np.ndarray = np.zeros(n_free)
         self.sigma = np.zeros(0)
 
     def coefficient(self, cut: Cut, pos: int, label: tuple[int, float, int]) -> int:
@@ -627,7 +627,7 @@ def lagrangian_bound(
         job = inst.queue[pos]
         key = (int(cls[pos]), job.num_gpus, float(job.weight))
         keys[key] = keys.get(key, 0) + 1
-    p = np.zeros(len(free))
+    p: np.ndarray = np.zeros(len(free))
     best = -np.inf
     theta, stall = 1.0, 0
     steps = 0
