@@ -11,7 +11,7 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-__all__ = ["FrozenDict", "frozen_array"]
+__all__ = ["FrozenDict", "frozen_array", "frozen_state"]
 
 
 class FrozenDict(dict):  # type: ignore[type-arg]
@@ -70,3 +70,28 @@ def frozen_array(values: np.ndarray) -> np.ndarray:
     view = values.view()
     view.setflags(write=False)
     return view
+
+
+def frozen_state(state: dict[str, Any]) -> dict[str, Any]:
+    """The attributes of an unpickled or deep-copied object, read-only again: its arrays as
+    :func:`frozen_array` views (attributes that shared an array share one view) and its plain
+    dicts as :class:`FrozenDict` (for a ``__setstate__``).
+
+    Examples
+    --------
+    >>> a = np.ones(2)
+    >>> state = frozen_state({"x": a, "y": a, "m": {"k": 1}, "n": 3})
+    >>> state["x"] is state["y"], state["x"].flags.writeable, type(state["m"]).__name__
+    (True, False, 'FrozenDict')
+    """
+    views: dict[int, np.ndarray] = {}
+    frozen: dict[str, Any] = {}
+    for key, value in state.items():
+        if isinstance(value, np.ndarray):
+            if id(value) not in views:
+                views[id(value)] = frozen_array(value)
+            value = views[id(value)]
+        elif type(value) is dict:
+            value = FrozenDict(value)
+        frozen[key] = value
+    return frozen

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from palopt._frozen import FrozenDict, frozen_array
+from palopt._frozen import FrozenDict, frozen_array, frozen_state
 from palopt.errors import InputError, check_fields, is_finite_number, is_number
 from palopt.topology import Topology, require_topology
 
@@ -210,12 +210,7 @@ class Instance:
 
     def __setstate__(self, state: dict[str, object]) -> None:
         # Unpickled and deep-copied instances get new arrays and mappings: read-only too.
-        self.__dict__.update(state)
-        for key, value in state.items():
-            if isinstance(value, np.ndarray):
-                self.__dict__[key] = frozen_array(value)
-            elif type(value) is dict:
-                self.__dict__[key] = FrozenDict(value)
+        self.__dict__.update(frozen_state(state))
 
     @property
     def n_available(self) -> int:

@@ -29,7 +29,7 @@ from typing import Any
 import networkx as nx
 import numpy as np
 
-from palopt._frozen import FrozenDict, frozen_array
+from palopt._frozen import FrozenDict, frozen_array, frozen_state
 from palopt.errors import InputError, check_count, check_fields
 
 #: The most GPUs :func:`build_cluster` builds (a shape such as ``100000x100000`` would otherwise
@@ -116,12 +116,7 @@ class Topology:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickled and deep-copied topologies get new arrays and mappings: read-only too.
-        self.__dict__.update(state)
-        for key, value in state.items():
-            if isinstance(value, np.ndarray):
-                self.__dict__[key] = frozen_array(value)
-            elif type(value) is dict:
-                self.__dict__[key] = FrozenDict(value)
+        self.__dict__.update(frozen_state(state))
 
     @property
     def n_gpus(self) -> int:

@@ -71,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from palopt._frozen import frozen_array
+from palopt._frozen import frozen_array, frozen_state
 from palopt.binning import bin_values
 from palopt.errors import InputError, check_fields, check_flag, check_seed, counted
 from palopt.instance import MAX_FACTOR, MIN_FACTOR, Instance, Job, penalty_matrix, require_queue
@@ -208,9 +208,7 @@ class VariabilityProfile:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickled and deep-copied profiles get a new array: read-only too.
-        self.__dict__.update(state)
-        if isinstance(state.get("values"), np.ndarray):
-            self.__dict__["values"] = frozen_array(state["values"])
+        self.__dict__.update(frozen_state(state))
 
     @property
     def n_gpus(self) -> int:

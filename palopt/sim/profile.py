@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from palopt import variability
-from palopt._frozen import frozen_array
+from palopt._frozen import frozen_array, frozen_state
 from palopt.binning import METHODS
 from palopt.errors import InputError, check_count, check_seed, is_number
 from palopt.instance import require_factors
@@ -75,11 +75,9 @@ class ClusterProfile:
         object.__setattr__(self, "charge", charge)
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        # Unpickled and deep-copied profiles get new arrays: read-only too.
-        self.__dict__.update(state)
-        for key, value in state.items():
-            if isinstance(value, np.ndarray):
-                self.__dict__[key] = frozen_array(value)
+        # Unpickled and deep-copied profiles get new arrays: read-only too (one for rank and
+        # charge if they were one).
+        self.__dict__.update(frozen_state(state))
 
     def fixed(self) -> ClusterProfile:
         """The profile whose charged slowdown is the ranked one (the "fixed" model).
