@@ -58,29 +58,35 @@ def new_highs() -> Any:
     """
     import highspy
 
-    global _BANNER_SHOWN
-    if _BANNER_SHOWN:  # no banner after the first: fd 1 is left alone (other threads write it)
-        h = highspy.Highs()
-    else:
-        # Once, under a lock: two threads each saving and restoring fd 1 could restore the null
-        # device (one saves it while the other has it in place) and silence the process.
-        with _BANNER_LOCK:
-            if _BANNER_SHOWN:
-                h = highspy.Highs()
-            else:
-                sys.stdout.flush()
-                saved = os.dup(1)
-                try:
-                    with open(os.devnull, "w", encoding="utf-8") as null:
-                        os.dup2(null.fileno(), 1)
-                        h = highspy.Highs()
-                finally:
-                    os.dup2(saved, 1)
-                    os.close(saved)
-                _BANNER_SHOWN = True
+    if not _BANNER_SHOWN:  # after the first, fd 1 is left alone (other threads write it)
+        _make_the_first_highs_silently()
+    h = highspy.Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("threads", 1)
     return h
+
+
+def _make_the_first_highs_silently() -> None:
+    """Make (and drop) the process's first ``highspy.Highs``, the one that prints the banner,
+    with fd 1 on the null device. Once, under a lock: two threads each saving and restoring
+    fd 1 could restore the null device (one saves it while the other has it in place) and
+    silence the process."""
+    import highspy
+
+    global _BANNER_SHOWN
+    with _BANNER_LOCK:
+        if _BANNER_SHOWN:
+            return
+        sys.stdout.flush()
+        saved = os.dup(1)
+        try:
+            with open(os.devnull, "w", encoding="utf-8") as null:
+                os.dup2(null.fileno(), 1)
+                highspy.Highs()
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
+        _BANNER_SHOWN = True
 
 
 def transport(counts: list[int], cost: np.ndarray) -> np.ndarray | None:
