@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from test_exact import _three_pairs_two_racks
 
 from palopt import Instance, Job, build_cluster, solve
 from palopt.cost import check_feasible
@@ -131,17 +132,6 @@ def test_keep_running_fixes_only_the_selected_running_jobs(name: str, options: d
     r = solve(inst, name, keep_running=True, **options)
     assert check_feasible(inst, r) == []
     assert [p.action for p in r.placements] == ["start", "preempt"]
-
-
-def _three_pairs_two_racks() -> Instance:
-    # as in test_exact: the cheap bound does not prove the greedy placement, so the compact
-    # model is built and its back end asked
-    sd = np.array([[1.0, 1.0, 1.0, 1.5, 1.0, 1.0, 1.0, 1.5], [1.0] * 8])
-    pen = np.array([[1.0, 1.2, 2.0], [1.0, 1.2, 2.0]])
-    queue = tuple(
-        [Job(f"a{i}", 2, "A") for i in range(3)] + [Job(f"b{i}", 1, "B") for i in range(2)]
-    )
-    return Instance(build_cluster(2, 2, 2), ("A", "B"), sd, pen, queue)
 
 
 def test_a_back_end_answer_that_decodes_to_shared_gpus_is_ignored(monkeypatch) -> None:
