@@ -31,6 +31,7 @@ MAX_NAME = 255
 __all__ = ["expand_hostlist", "compress_hostlist"]
 
 _TRAILING = re.compile(r"^(.*?)([0-9]+)$")
+_DIGITS = re.compile(r"[0-9]+\Z")  # ASCII only: str.isdigit takes "\u0661" and "\u00b2" too
 
 
 def _split_top(text: str) -> list[str]:
@@ -70,8 +71,8 @@ def _ranges(body: str) -> list[tuple[int, int, int]]:
     out: list[tuple[int, int, int]] = []
     for part in body.split(","):
         lo, sep, hi = part.partition("-")
-        if not lo.isdigit() or (sep and not hi.isdigit()):
-            raise ValueError(f"bad range {part!r} (expected N or N-M with digits)")
+        if not _DIGITS.match(lo) or (sep and not _DIGITS.match(hi)):
+            raise ValueError(f"bad range {part!r} (expected N or N-M with digits 0-9)")
         a, b = int(lo), int(hi if sep else lo)
         if a > b:
             raise ValueError(f"bad range {part!r} (start above end)")

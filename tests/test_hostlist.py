@@ -48,11 +48,15 @@ def test_expand(text: str, names: list[str]) -> None:
         ("a,,b", "empty host name"),
         ("a , ,b", "empty host name"),
         ("n[1, 3]", "bad range"),
+        # "n[\u0661-\u0662]" (Arabic-Indic digits) expanded to n1, n2, renaming the hosts
+        ("n[\u0661-\u0662]", "bad range"),
+        ("n[1-\u00b2]", "bad range"),  # was "invalid literal for int()"
         ("", "empty host name"),
         # compressing it back (palopt topology show) raised ValueError in int()
         ("n" + "9" * 4301, "a name of 4,302 characters"),
         ("n[1-2]" + "x" * 260, "a name of 262 characters"),
         ("a," + "x" * 300, "a name of 300 characters"),
+        ("x" * 256, "a name of 256 characters"),
     ],
 )
 def test_expand_errors(text: str, problem: str) -> None:
@@ -138,3 +142,15 @@ def test_size_limit_is_checked_before_names_are_built(text: str) -> None:
     finally:
         tracemalloc.stop()
     assert peak < 1_000_000
+
+
+def test_a_name_of_the_longest_length_expands() -> None:
+    """A host name of MAX_NAME (255) characters is taken, by expand as by compress."""
+    name = "n" + "9" * 254
+    assert expand_hostlist(f"a1,{name}") == ["a1", name]
+
+
+def test_size_limit_counts_the_names_of_all_items() -> None:
+    """The host limit is over the whole list, not each item: a second item past it is refused."""
+    with pytest.raises(InputError, match="names more than 1,048,576 hosts"):
+        expand_hostlist("n[1-1048576],m1")

@@ -55,7 +55,7 @@ def test_colours_prompt_soc_and_gpu_numbers() -> None:
         "$ nvidia-smi topo -m\n"
         "\x1b[4m\tGPU2\tGPU5\tmlx5_0\tCPU Affinity\x1b[0m\n"
         "\x1b[4mGPU2\x1b[0m\t X \tSOC\tPHB\t0-7\n"
-        "GPU5\tSOC\t X \tSOC\t8-15\n"
+        "\x1b[1;4mGPU5\x1b[0m\tSOC\t X \tSOC\t8-15\n"  # codes with several numbers too
         "mlx5_0\tPHB\tSOC\t X \n"
     )
     m = parse_nvidia_smi(text)
@@ -85,12 +85,21 @@ def test_gpu_numbers_of_five_digits_up_to_65535() -> None:
         "GPU0 GPU12345 GPU65535\nGPU0 X SYS SYS\nGPU12345 SYS X SYS\nGPU65535 SYS SYS X"
     )
     assert m.local == (0, 12345, 65535)
+    # Leading zeros do not count towards the five digits: GPU000001 is GPU 1.
+    assert parse_nvidia_smi("GPU0 GPU000001\nGPU0 X SYS\nGPU000001 SYS X").local == (0, 1)
 
 
 def test_matrix_ends_at_the_legend() -> None:
     # What follows "Legend:" is not read, even a line starting with a GPU name.
     m = parse_nvidia_smi("\n".join(GOOD) + "\nLegend:\nGPU0 means the first GPU\n")
     assert m.local == (0, 1, 2)
+
+
+def test_blank_lines_and_nic_rows_inside_the_matrix_are_skipped() -> None:
+    """Only Legend: ends the matrix; a blank line or a NIC row between GPU rows does not."""
+    text = "GPU0\tGPU1\tNIC0\n\nGPU0\t X \tNV2\tPIX\nNIC0\tPIX\tSYS\t X \n\nGPU1\tNV2\t X \tSYS\n"
+    m = parse_nvidia_smi(text)
+    assert m.local == (0, 1) and m.paths == (("X", "NV2"), ("NV2", "X"))
 
 
 def test_single_gpu() -> None:
@@ -113,16 +122,16 @@ def _with(line: int, text: str | None) -> str:
 @pytest.mark.parametrize(
     ("text", "line", "problem"),
     [
-        (_with(4, None), 1, "column in the header but no row"),
+        (_with(4, None), 1, "'GPU2': GPU has a column in the header but no row"),
         (_with(4, "GPU3\tPHB\tPHB\t X "), 4, "no column in the header"),
-        (_with(3, "GPU1\tNV1\t X "), 3, "not square"),
-        (_with(3, "GPU1\tNV1\t X \tFOO"), 3, "unknown entry"),
+        (_with(3, "GPU1\tNV1\t X "), 3, r"'GPU1\\tNV1\\t X': row GPU1 has 2 entries, expected 3"),
+        (_with(3, "GPU1\tNV1\t X \tFOO"), 3, "'FOO': unknown entry in column GPU2"),
         (_with(3, "GPU1\tNV1\t X \tNV"), 3, "unknown entry"),
         (_with(3, "GPU1\tNV1\t X \tNV0"), 3, r"unknown entry.*NV<k> \(k from 1 to 999\)"),
         (_with(3, "GPU1\tNV1\tPIX\tPHB"), 3, "diagonal"),
-        (_with(3, "GPU1\tX\tX\tPHB"), 3, "diagonal"),
+        (_with(3, "GPU1\tX\tX\tPHB"), 3, "'X': GPU1/GPU0: X must be exactly the diagonal"),
         (_with(3, "GPU1\tPIX\t X \tPHB"), 3, "symmetric"),
-        (_with(3, "GPU0\tNV1\t X \tPHB"), 3, "row given twice"),
+        (_with(3, "GPU0\tNV1\t X \tPHB"), 3, r"'GPU0': row given twice \(first on line 2\)"),
         (_with(1, "\tGPU0\tGPU0\tGPU2"), 1, "GPU column given twice"),
         # GPU01 and GPU1: one GPU, named "a node linked to itself" among the graph's edges
         (_with(1, "\tGPU0\tGPU1\tGPU01"), 1, r"'GPU01': GPU column given twice \(as GPU1\)"),
@@ -130,6 +139,7 @@ def _with(line: int, text: str | None) -> str:
         (_with(1, "\tGPU0\tGPU1\tGPU" + "9" * 4301), 1, "a GPU number from 0 to 65535"),
         (_with(1, "\tGPU0\tGPU1\tGPU65536"), 1, "a GPU number from 0 to 65535"),
         (_with(3, "GPU1\tNV1\t X \tNV" + "9" * 4301), 3, "unknown entry"),
+        (_with(3, "GPU1\tNV1\t X \tNV1000"), 3, "'NV1000': unknown entry"),
     ],
 )
 def test_errors_name_file_and_line(text: str, line: int, problem: str) -> None:

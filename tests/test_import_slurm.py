@@ -74,7 +74,8 @@ def test_single_switch_is_the_cluster() -> None:
             2,
             "cycle",
         ),
-        ("SwitchName=s1 Nodes=a1\nSwitchName=top Switches=s[1-2]\n", 2, "undefined switch"),
+        ("SwitchName=s1 Nodes=a1\nSwitchName=top Switches=s[1-2]\n", 2, "'s2': undefined switch"),
+        ("SwitchName=s1 Nodes=a1\nSwitchName=top Switches=s[2-1]\n", 2, "start above end"),
         ("SwitchName=s1 Nodes=a[1-\nSwitchName=top Switches=s1\n", 1, "bad host list"),
         ("SwitchName=s1 Nodes=a[3-1]\nSwitchName=top Switches=s1\n", 1, "start above end"),
         (
@@ -97,13 +98,17 @@ def test_single_switch_is_the_cluster() -> None:
         ("SwitchName=s1 Nodes=s1\n", 1, "both a switch and a node"),
         ("SwitchName=s[1-2] Nodes=a1\n", 1, "one name"),
         ("SwitchName=s1,s2 Nodes=a1\n", 1, "one name"),
-        ("SwitchName=s1 Nodes=a1 nodes=a2\n", 1, "key given twice on one line"),
+        ("SwitchName=s1 Nodes=a1 nodes=a2\n", 1, "'nodes': key given twice on one line"),
         ("SwitchName=s1 Nodes=\n", 1, "empty value"),
         ("SwitchName= Nodes=a1\n", 1, "empty value"),
         ("SwitchName=s1 =a1\n", 1, "KEY=VALUE"),
         ("blockname=b1 Nodes=a1\n", 1, "not supported"),
-        ('SwitchName=s1 Nodes="a[1-2]\n', 1, "quoted value must be all of"),
+        ('SwitchName=s1 Nodes="a[1-2]\n', 1, r"'\"a\[1-2\]': a quoted value must be all of"),
         ('SwitchName=s1 Nodes=a"1"\n', 1, "quoted value must be all of"),
+        ('SwitchName=s1 Nodes="a"b\n', 1, "quoted value must be all of"),
+        ('SwitchName=s1 Nodes="a"b"\n', 1, "quoted value must be all of"),
+        ('SwitchName=" " Nodes=a1\n', 1, "'SwitchName': empty value"),
+        ('SwitchName=s1 "Nodes"=a1\n', 1, "'\"Nodes\"=a1': expected KEY=VALUE"),
         ('SwitchName=s1 Nodes=""\n', 1, "empty value"),
         # A continued line is named by its first line.
         ("\nSwitchName=s1 \\\n  Nodes=a1 \\\n  Speed=3\n", 2, "unknown key"),
@@ -120,6 +125,13 @@ def test_continuation_joins_with_a_space_ignores_trailing_blanks_and_may_end_the
     text = "SwitchName=s1 Nodes=a1 \\   # blanks and a comment after the backslash\n  LinkSpeed=9"
     assert parse_topology_conf(text).nodes == ("a1",)
     assert parse_topology_conf("SwitchName=s1 Nodes=a[1-2] \\\n").nodes == ("a1", "a2")
+
+
+def test_a_lone_continuation_before_a_blank_line_is_an_empty_line() -> None:
+    """A backslash left alone on a line (an entry commented out after it) adds no line."""
+    text = "SwitchName=s1 Nodes=a1\n  \\  # was: Nodes=a2\n\nSwitchName=top Switches=s1\n"
+    tree = parse_topology_conf(text)
+    assert [(s.name, s.line) for s in tree.switches] == [("s1", 1), ("top", 4)]
 
 
 def test_blanks_around_equals_as_in_slurm() -> None:
@@ -144,6 +156,9 @@ def test_quoted_values_lose_their_quotes_as_in_slurm() -> None:
     )
     assert tree.nodes == ("node01", "node02", "node03")
     assert [s.name for s in tree.switches] == ["leaf1", "top"]
+    # Blanks inside the quotes are dropped too: the switch is "s1", which "top" then finds.
+    tree = parse_topology_conf('SwitchName=" s1 " Nodes=a1\nSwitchName=top Switches=s1\n')
+    assert [s.name for s in tree.switches] == ["s1", "top"]
 
 
 def test_graph_lists_switches_root_first() -> None:
@@ -155,6 +170,38 @@ def test_graph_lists_switches_root_first() -> None:
 def test_assemble_without_tree_or_servers_is_refused() -> None:
     with pytest.raises(InputError, match="no server: give a topology.conf or name servers"):
         assemble_topology(None, {}, parse_nvidia_smi("GPU0\nGPU0 X"))
+
+
+def _pair(source: str = "pair.txt"):
+    return parse_nvidia_smi("GPU0 GPU1\nGPU0 X NV4\nGPU1 NV4 X", source)
+
+
+def test_assemble_without_tree_keeps_the_server_order_and_a_free_switch_name() -> None:
+    """Servers keep the order given; the added switch takes the first free "cluster~<n>"."""
+    servers = dict.fromkeys(["b", "cluster", "cluster~1", "a"], _pair())
+    topo = assemble_topology(None, servers)
+    assert topo.server_ids == ("b", "cluster", "cluster~1", "a")
+    assert topo.gpu_ids[:2] == ("b/gpu0", "b/gpu1")
+    switches = [n for n, kind in topo.graph.nodes(data="kind") if kind == "switch"]
+    assert switches == ["cluster~2"]
+    assert topo.tiers == ("nvlink", "server", "cluster")
+    assert topo.graph.graph["sources"] == ["pair.txt"]
+
+
+def test_assemble_with_a_tree_keeps_file_order_and_names_the_first_stray_server() -> None:
+    """Servers, their GPUs and the files used come in topology.conf order, not sorted; a server
+    the tree does not hold is refused by name, the first one given."""
+    tree = parse_topology_conf(
+        "SwitchName=r1 Nodes=zz,aa\nSwitchName=r0 Nodes=mm\nSwitchName=top Switches=r1,r0",
+        "t.conf",
+    )
+    topo = assemble_topology(tree, {"aa": _pair("aa.txt")}, _pair())
+    assert topo.server_ids == ("zz", "aa", "mm")
+    assert topo.gpu_ids[::2] == ("zz/gpu0", "aa/gpu0", "mm/gpu0")
+    assert topo.graph.graph["sources"] == ["t.conf", "pair.txt", "aa.txt"]  # as first used
+    with pytest.raises(InputError, match="'x9': no switch in t.conf reaches") as info:
+        assemble_topology(tree, {"x9": _pair(), "aa": _pair(), "x1": _pair()})
+    assert info.value.field == "server x9"
 
 
 def test_empty_file() -> None:
