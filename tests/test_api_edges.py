@@ -574,3 +574,15 @@ def test_penalties_of_a_class_given_as_a_list_are_named_as_such():
     # was "penalties.A = 'A': unknown tier", read as a map of tiers
     with pytest.raises(InputError, match=r"pen.A = \[1.5\]: expected a mapping tier -> penalty"):
         palopt.penalty_matrix(TOPO, ["A"], {"A": [1.5]}, "pen")
+
+
+def test_job_ids_with_spaces_are_shown_as_given():
+    """A job id with leading or trailing spaces is a different id: the table and the JSON
+    result show each id exactly as the queue holds it, so rows can be joined back to jobs."""
+    queue = (Job(" a", 1, "A"), Job("a ", 1, "A"), Job("b c", 2, "A"))
+    inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)), queue)
+    result = solve(inst, "pal")
+    assert_feasible(inst, result)
+    ids = [" a", "a ", "b c"]
+    assert list(result.to_frame(inst)["job"]) == ids
+    assert [row["job"] for row in result.to_dict(inst)["jobs"]] == ids

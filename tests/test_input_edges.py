@@ -750,3 +750,14 @@ def test_commands_that_draw_say_before_any_work_that_matplotlib_is_missing(
     assert "or pass --no-plots" in err
     err = _cli_error(capsys, ["bench", "--quick", "--out", str(tmp_path / "b")])
     assert "or pass --no-plot" in err
+
+
+@pytest.mark.parametrize("name", ["", "a\0b.csv"])
+def test_read_csv_names_a_bad_file_name_by_what_the_caller_calls_it(name):
+    """A bad file name given to read_csv is named by the caller's field (e.g. ``profile``), as
+    its other errors are, not by a generic ``path``."""
+    from palopt.io import read_csv
+
+    with pytest.raises(InputError) as err:
+        read_csv(name, "profile")
+    assert err.value.field == "profile"

@@ -202,6 +202,48 @@ def test_json_round_trip_preserves_everything():
     assert from_json.assignment() == result.assignment()
 
 
+def test_a_save_and_a_load_keep_every_digit_of_slowdowns_and_penalties(tmp_path):
+    """Slowdowns and penalties with many digits come back from a file exactly as saved (no
+    rounding on the way out), so a solve of the loaded instance costs the same."""
+    topo = build_cluster(2, 2, 2)
+    rng = np.random.default_rng(11)
+    sd = 1 + rng.random((2, 8)) / 3
+    pen = penalty_matrix(
+        topo,
+        ("A", "B"),
+        {"A": {"rack": 1.234567891234, "cluster": 2.0987654321}, "B": {"rack": 1.3333333}},
+    )
+    inst = Instance(topo, ("A", "B"), sd, pen, (Job("a", 2, "A"), Job("b", 3, "B")))
+    palopt.save_instance(inst, tmp_path / "digits.json")
+    again = palopt.load_instance(tmp_path / "digits.json")
+    assert np.array_equal(again.slowdown, inst.slowdown)
+    assert np.array_equal(again.penalty, inst.penalty)
+    result, from_file = solve(inst, "pal"), solve(again, "pal")
+    assert check_feasible(inst, result) == [] and check_feasible(again, from_file) == []
+    assert from_file.objective == result.objective
+
+
+def test_the_class_priority_order_survives_a_round_trip():
+    """Classes are PAL's priority order, not a set: a file keeps them in the order given, even
+    when that is not alphabetical."""
+    inst = small_instance()
+    reordered = Instance(
+        inst.topology, ("B", "A"), inst.slowdown[::-1], inst.penalty[::-1], inst.queue
+    )
+    again = instance_from_dict(json.loads(json.dumps(instance_to_dict(reordered))))
+    assert again.classes == ("B", "A")
+    assert np.array_equal(again.slowdown, reordered.slowdown)
+    assert np.array_equal(again.penalty, reordered.penalty)
+
+
+def test_an_empty_job_id_is_named_with_its_value():
+    """An empty job id is refused naming the job and showing the empty string it was given."""
+    data = _bad("queue/0/id", "")
+    with pytest.raises(InputError) as err:
+        instance_from_dict(data)
+    assert str(err.value) == "queue[0].id = '': must be a non-empty string"
+
+
 def test_schema_accepts_written_instances_and_is_valid():
     schema = instance_schema()
     jsonschema.Draft202012Validator.check_schema(schema)
@@ -254,12 +296,14 @@ def _bad(path: str, value):
         ("slowdown/A/gpu3", -1.0, "slowdown.A.gpu3"),
         ("slowdown/A/gpu3", KeyError, "slowdown.A.gpu3"),
         ("slowdown/Q", {}, "slowdown.Q"),
+        ("slowdown/A/gpu99", 1.0, "slowdown.A.gpu99"),
         ("penalties", "high", "penalties"),
         ("penalties", KeyError, "penalties"),
         ("busy", ["gpu3"], "queue[1].current_gpus"),
         ("busy", ["nope"], "busy"),
         ("busy", {"gpu0": True}, "busy"),
         ("classes", ["A", "A"], "classes"),
+        ("classes", [], "classes"),
         ("queue", KeyError, "queue"),
         ("bussy", ["gpu3"], "bussy"),
         ("name", 7, "name"),
@@ -315,6 +359,8 @@ def _node(data: dict, kind: str) -> dict:
         lambda d: _node(d, "gpu").update(local=65536),
         lambda d: d["queue"][0].update(num_gpus=0),
         lambda d: d.update(busy=["gpu0", "gpu0"]),
+        lambda d: d.update(classes=[]),
+        lambda d: d["queue"][0].update(weight=0),
     ],
 )
 def test_the_schema_refuses_what_the_loader_refuses(edit):

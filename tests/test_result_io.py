@@ -182,6 +182,33 @@ def test_the_checker_refuses_a_result_that_misstates_its_parts(edit, problem) ->
     assert check_feasible(INST, PlacementResult.from_dict(BASE, INST)) == []
 
 
+def test_a_gap_that_disagrees_with_objective_and_bound_is_refused() -> None:
+    """A result file whose gap is a little off what its objective and bound give is refused,
+    naming the gap (a hand-edited gap must not pass as the solver's)."""
+    result = solve(INST, "cpsat", time_limit=5)
+    assert_feasible(INST, result)
+    assert result.bound is not None
+    data = result.to_dict(INST)
+    data["gap"] = result.gap + 1e-6
+    with pytest.raises(InputError, match=r"^gap = .*: objective and bound give"):
+        PlacementResult.from_dict(data, INST)
+
+
+def test_gpus_listed_in_any_order_read_back_sorted() -> None:
+    """A result file may list a job's GPUs in any order: it reads back as the same placement,
+    with its GPUs sorted, as the solver made it."""
+    result = solve(INST, "greedy")
+    assert_feasible(INST, result)
+    data = result.to_dict(INST)
+    for row in data["jobs"]:
+        if "gpus" in row:
+            row["gpus"].reverse()
+    again = PlacementResult.from_dict(data, INST)
+    assert again == result
+    assert all(list(p.gpus) == sorted(p.gpus) for p in again.placements)
+    assert_feasible(INST, again)
+
+
 def test_a_result_is_hashable_and_its_settings_read_only():
     # A frozen dataclass promises a hash; the settings dict made hash() raise TypeError, and
     # could be changed in place after the solve.
