@@ -504,6 +504,12 @@ TRACE = "job_id,num_gpus,submit_time,duration,model\n"
         ("0,2,0,100,vgg19\n1,,10,200,BERT\n", r"trace\[1\].num_gpus = nan"),
         ("0,true,0,100,vgg19\n", r"trace\[0\].num_gpus = True"),
         ("0,1,1e20,100,vgg19\n", r"trace\[0\].submit_time = 1e\+20: must be a number from 0"),
+        # an integer beyond 64 bits in a text column is named as written, not as a float
+        (
+            "0,1,100000000000000000001,100,vgg19\n1,1,x,100,vgg19\n",
+            r"trace\[0\].submit_time = 100000000000000000001: must be a number",
+        ),
+        ("0,1,0,100,vgg19\n1,1,0,100,nope\n", r"trace\[1\].model = 'nope': unknown model"),
         # a run of 1e308 iterations: the simulation never ended
         ("0,1,0,1e308,vgg19\n", r"trace\[0\].duration = 1e\+308: runs .* at most 1e\+12"),
         # an integer of 310 digits has no float: OverflowError in ideal_seconds
@@ -522,6 +528,13 @@ TRACE = "job_id,num_gpus,submit_time,duration,model\n"
 def test_trace_rows_are_blamed_where_they_are_wrong(tmp_path, rows, message):
     with pytest.raises(InputError, match=message):
         load_trace(_write(tmp_path, TRACE + rows, "t.csv"))
+
+
+def test_a_trace_missing_one_column_names_it(tmp_path):
+    """A trace without its model column is refused naming that column, not with a KeyError."""
+    path = _write(tmp_path, "job_id,num_gpus,submit_time,duration\n0,1,0,100\n", "t.csv")
+    with pytest.raises(InputError, match=r"missing column\(s\) model$"):
+        load_trace(path)
 
 
 def test_a_column_given_twice_is_refused(tmp_path):

@@ -573,9 +573,28 @@ def test_policy_orders():
         (get_policy("fifo"), {"thresholds": [1]}, "a policy object takes no options"),
         ("tiresias", {"thresholds": ["1h"]}, "thresholds\\[0\\] = '1h'"),
         ("tiresias", {"promote_knob": 0}, "promote_knob = 0: must be a finite number > 0"),
+        ("tiresias", {"thresholds": [0, 10]}, "thresholds\\[0\\] = 0: must be a finite number > 0"),
+        ("tiresias", {"thresholds": [-5]}, "thresholds\\[0\\] = -5: must be a finite number > 0"),
     ):
         with pytest.raises(InputError, match=message):
             get_policy(name, **options)
+
+
+def test_tiresias_promotes_a_starving_job_to_the_top_queue_not_one_up():
+    """A job promoted by Tiresias' starvation guard joins the top queue, ahead of the jobs in
+    the queues between, whatever queue its service put it in."""
+
+    class State:
+        submit = np.array([0.0, 10.0, 20.0])
+        attained_s = np.array([100.0, 50.0, 0.0])
+        attained_gpu_s = np.array([5000.0, 500.0, 0.0])  # queues 2, 1 and 0
+        waited_s = np.array([200.0, 0.0, 0.0])  # job 0 waited 2x its run
+
+    q = np.arange(3)
+    assert get_policy("tiresias", thresholds=[100, 1000]).order(q, State).tolist() == [2, 1, 0]
+    promoting = get_policy("tiresias", thresholds=[100, 1000], promote_knob=2)
+    assert promoting.levels(q, State).tolist() == [0, 1, 0]
+    assert promoting.order(q, State).tolist() == [0, 2, 1]
 
 
 def test_correlated_profile():
@@ -682,6 +701,8 @@ def test_skipping_rounds_changes_nothing(solver, policy):
     assert fast.jobs.finish.tolist() == full.jobs.finish.tolist()
     assert fast.jobs.migrations.tolist() == full.jobs.migrations.tolist()
     assert fast.jobs.preemptions.tolist() == full.jobs.preemptions.tolist()
+    for name in ("iters_done", "attained_s", "attained_gpu_s", "waited_s", "first_start"):
+        assert getattr(fast.jobs, name).tolist() == getattr(full.jobs, name).tolist(), name
     assert len(fast.rounds) == len(full.rounds)
     assert sum(r.solved for r in fast.rounds) <= sum(r.solved for r in full.rounds)
 
@@ -1001,6 +1022,8 @@ def test_extra_jobs_never_reuse_a_trace_id():
     extra = extra_jobs(trace, 3)
     assert [j.id for j in extra] == ["xx0", "xx1", "xx2"]
     assert [j.id for j in extra_jobs([job("x", 1, 0, 1), job("xa1", 1, 0, 1)], 1)] == ["x0"]
+    # a trace with both x<k> and xx<k> ids gets xxx<k>
+    assert [j.id for j in extra_jobs([job("x0", 1, 0, 1), job("xx3", 1, 0, 1)], 1)] == ["xxx0"]
     cfg = SimConfig(round_s=360, extra_jobs=True, max_time_s=100_000, check=True)
     res = simulate(build_cluster(1, 1, 4), flat(4), trace, "pal", "fifo", cfg)
     ids = [j.id for j in res.jobs.jobs]
@@ -1140,3 +1163,105 @@ def test_fast_forward_stops_before_a_completion_within_the_rounding_tolerance():
         cfg = SimConfig(100, shortcuts=on, check=True)
         res = simulate(build_cluster(1, 1, 1), flat(1), trace, "pal", "fifo", cfg)
         assert res.jobs.finish.tolist() == [1000.0] and len(res.rounds) == 11
+
+
+def test_a_trace_out_of_submit_order_admits_each_job_at_its_submit_time():
+    """A trace given out of submit order still admits every job at its own submit time (an
+    early job listed after a late one does not wait for it)."""
+    trace = [job("late", 1, 500, 100), job("early", 1, 0, 100)]
+    res = simulate(
+        build_cluster(1, 1, 1), flat(1), trace, "pal", "fifo", SimConfig(100, check=True)
+    )
+    assert (finish(res, "early"), finish(res, "late")) == (100.0, 600.0)
+    assert [j.id for j in res.jobs.jobs] == ["early", "late"]
+
+
+def test_a_policy_without_static_is_asked_for_its_order_every_round():
+    """A policy object that does not say it is static is taken as dynamic: with shortcuts, a
+    LAS-like object without ``static`` gives the run "las" gives (b, arriving at 250, and a
+    alternate once their service is equal; fast-forwarding would have let b run to its end)."""
+
+    class NoStatic:
+        name = "las-like"
+
+        def order(self, queue, state):
+            return get_policy("las").order(queue, state)
+
+    trace = [job("a", 1, 0, 1000), job("b", 1, 250, 1000)]
+    cfg = SimConfig(100, check=True)
+    runs = [
+        simulate(build_cluster(1, 1, 1), flat(1), trace, "pal", policy, cfg)
+        for policy in ("las", NoStatic())
+    ]
+    assert runs[0].jobs.preemptions.sum() > 1
+    assert runs[1].jobs.finish.tolist() == runs[0].jobs.finish.tolist()
+    assert runs[1].jobs.preemptions.tolist() == runs[0].jobs.preemptions.tolist()
+
+
+class _Route:
+    """A solver that puts the queue's first job on ``route(current GPUs)``, listed as given."""
+
+    name = "route"
+
+    def __init__(self, route):
+        self.route = route
+
+    def solve(self, instance, *, time_limit=None, seed=None):
+        gpus = self.route(instance.queue[0].current_gpus)
+        result = build_result(instance, self.name, {0: np.array(sorted(gpus))}, {}, 0.0)
+        first = replace(result.placements[0], gpus=tuple(gpus))
+        return replace(result, placements=(first, *result.placements[1:]))
+
+
+def test_the_same_gpus_listed_in_another_order_are_no_migration():
+    """A solver that lists a job's GPUs in another order each round keeps the job where it
+    is: no migration and no restart cost."""
+    cfg = SimConfig(100, restart_cost_s=50, check=True)
+    swap = _Route(lambda c: c[::-1] if c else (0, 1))
+    res = simulate(build_cluster(1, 1, 2), flat(2), [job("a", 2, 0, 500)], swap, "fifo", cfg)
+    assert res.jobs.migrations.tolist() == [0] and finish(res, "a") == 500.0
+
+
+@pytest.mark.parametrize(
+    ("route", "restart", "migrations", "end", "at_700"),
+    [
+        # moved every round: the rounds after a move are solved, not reused
+        (lambda c: ((c[0] + 1) % 4,) if c else (0,), 0, 9, 1000.0, 600.0),
+        # moved once, at 100, paying 250 s: no round is skipped while the restart is paid, so
+        # the iterations done by a horizon are those the rounds made
+        (lambda c: (1,) if c else (0,), 250, 1, 1300.0, 350.0),
+    ],
+)
+def test_shortcuts_change_nothing_after_a_migration(route, restart, migrations, end, at_700):
+    """Shortcuts leave the run of a solver that migrates a job as it is: a round after a
+    migration is solved again, and no round is skipped while a restart cost is being paid."""
+    trace = [job("a", 1, 0, 1000)]
+    for on in (True, False):
+        cfg = SimConfig(100, restart_cost_s=restart, shortcuts=on, check=True)
+        res = simulate(build_cluster(1, 1, 4), flat(4), trace, _Route(route), "fifo", cfg)
+        assert res.jobs.migrations.tolist() == [migrations], on
+        assert finish(res, "a") == end, on
+        cut = simulate(
+            build_cluster(1, 1, 4),
+            flat(4),
+            trace,
+            _Route(route),
+            "fifo",
+            replace(cfg, max_time_s=700),
+        )
+        assert cut.jobs.iters_done.tolist() == [at_700], on
+
+
+def test_a_solver_answer_out_of_queue_order_is_refused():
+    """A solver whose placements do not follow the queue's order is refused, naming it."""
+
+    class Reversed:
+        name = "reversed"
+
+        def solve(self, instance, *, time_limit=None, seed=None):
+            result = build_result(instance, self.name, {0: np.array([0])}, {}, 0.0)
+            return replace(result, placements=result.placements[::-1])
+
+    trace = [job("a", 1, 0, 100), job("b", 1, 0, 100)]
+    with pytest.raises(PaloptError, match="solver reversed returned placements out of order"):
+        simulate(build_cluster(1, 1, 2), flat(2), trace, Reversed(), "fifo", SimConfig(100))
