@@ -1265,3 +1265,23 @@ def test_a_solver_answer_out_of_queue_order_is_refused():
     trace = [job("a", 1, 0, 100), job("b", 1, 0, 100)]
     with pytest.raises(PaloptError, match="solver reversed returned placements out of order"):
         simulate(build_cluster(1, 1, 2), flat(2), trace, Reversed(), "fifo", SimConfig(100))
+
+
+def test_a_solver_that_does_not_say_it_is_sticky_sees_the_whole_queue():
+    """Only the heuristics that say ``sticky = False`` are passed the queue up to their window:
+    a solver without the attribute may place jobs past it (here a 1-GPU job behind two jobs
+    that each take the whole cluster), so it is passed every waiting job."""
+    seen: list[int] = []
+
+    class Plain:
+        name = "plain"
+
+        def solve(self, instance, *, time_limit=None, seed=None):
+            seen.append(len(instance.queue))
+            return palopt.solve(instance, "pal")
+
+    trace = [job("a", 2, 0, 100), job("b", 2, 0, 100), job("c", 1, 0, 100)]
+    res = simulate(
+        build_cluster(1, 1, 2), flat(2), trace, Plain(), "fifo", SimConfig(100, check=True)
+    )
+    assert seen[0] == 3 and finish(res, "c") == 300.0
