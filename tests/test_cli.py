@@ -50,6 +50,24 @@ def test_solve_with_named_solver_as_json(instance_file, capsys, name):
     assert json.loads(capsys.readouterr().out)["solver"] == name
 
 
+def test_solve_with_a_seed_repeats_its_placement(instance_file, tmp_path, capsys):
+    """`solve --seed N` of a random solver gives the same placement on every run (the paper's
+    random baselines are reproducible)."""
+    from palopt.io import load_instance
+    from palopt.result import load_result
+
+    inst = load_instance(instance_file)
+    runs = []
+    for name in ("a.json", "b.json"):
+        argv = ["solve", str(instance_file), "--solver", "random-nonsticky", "--seed", "4"]
+        assert main([*argv, "--out", str(tmp_path / name)]) == 0
+        result = load_result(tmp_path / name, inst)
+        assert_feasible(inst, result)
+        runs.append(result.assignment())
+    capsys.readouterr()
+    assert runs[0] == runs[1] and runs[0]
+
+
 def test_validate_schema_solvers(instance_file, capsys):
     assert main(["validate", str(instance_file)]) == 0
     assert "valid" in capsys.readouterr().out
@@ -539,6 +557,25 @@ def test_validate_checks_a_placement_file_of_either_form(instance_file, tmp_path
         assert last == f"{path}: feasible ({data['n_placed']}/7 jobs placed, objective " + (
             f"{objective:.4f})"
         )
+
+
+def test_validate_takes_a_plain_placement_of_a_job_named_format(tmp_path, capsys):
+    """A job id -> GPU ids file is read as such even when a job is named "format" (its value is
+    a list, not a format name), not refused as a result file."""
+    topo = build_cluster(1, 1, 4)
+    queue = (Job("format", 2, "A"), Job("b", 1, "A"))
+    inst = Instance(topo, ("A",), np.ones((1, 4)), np.ones((1, 3)), queue)
+    save_instance(inst, tmp_path / "i.json")
+    placement = {"format": [0, 1], "b": [2]}
+    assert_feasible(inst, placement)
+    plain = tmp_path / "plain.json"
+    plain.write_text(
+        json.dumps({job: [topo.gpu_ids[g] for g in gpus] for job, gpus in placement.items()})
+    )
+    assert main(["validate", str(tmp_path / "i.json"), "--placement", str(plain)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        f"{plain}: feasible (2/2 jobs placed, objective 2.0000)"
+    )
 
 
 def test_validate_refuses_a_placement_that_breaks_a_rule_or_misstates_a_cost(

@@ -504,6 +504,7 @@ def test_the_table_shows_a_rounding_error_below_the_reference_as_zero() -> None:
     "flag, value, message",
     [
         ("--sizes", ",", "--sizes = ',': expected positive integers"),  # not min() of nothing
+        ("--sizes", "0", "--sizes = '0': expected positive integers"),
         ("--sizes", "16,x", "--sizes = '16,x': expected comma-separated integers"),
         ("--loads", "half", "--loads = 'half': expected comma-separated numbers"),
         ("--loads", "0", "--loads = 0.0: must be in (0, 1]"),
@@ -519,6 +520,8 @@ def test_the_table_shows_a_rounding_error_below_the_reference_as_zero() -> None:
         ("--profiles", "longhorn,longhorn", "--profiles = 'longhorn': given twice"),
         ("--solvers", "pal,greedy,pal", "--solvers = 'pal': given twice"),
         ("--loads", "0.5,0.50", "--loads = 0.5: given twice"),
+        # one whole percent, two floats: the family 50% would run twice
+        ("--loads", "0.5,0.500000000001", "--loads = 0.500000000001: given twice"),
     ],
 )
 def test_bench_refuses_each_bad_option_by_name(
@@ -592,6 +595,12 @@ def test_bench_defaults_reach_the_run(tmp_path: Path, monkeypatch, capsys) -> No
         0,
         0.0,
     )
+    # the profiles run in the order given, as the loads and sizes do
+    args = ["bench", "--quick", "--profiles", "synthetic,longhorn", "--loads", "1"]
+    assert main([*args, "--out", str(tmp_path / "p"), "--no-plot"]) == 0
+    assert seen["families"] == [
+        f"{n}g-4ps-100%-{profile}" for n in (16, 64) for profile in ("synthetic", "longhorn")
+    ]
 
 
 def test_bench_edges_that_are_allowed(tmp_path: Path, capsys) -> None:
@@ -612,3 +621,4 @@ def test_bench_edges_that_are_allowed(tmp_path: Path, capsys) -> None:
         assert [(r["solver"], r["reference_kind"]) for r in csv.DictReader(fh)] == [
             ("cpsat", "optimum")
         ]
+    assert "run up to" not in capsys.readouterr().out  # cpsat ran every round: nothing left out

@@ -23,6 +23,7 @@ from palopt.cli import main
 from palopt.hostlist import MAX_HOSTS, expand_hostlist
 from palopt.instance import MAX_FACTOR, MIN_FACTOR
 from palopt.io import instance_to_dict, load_instance, read_json
+from palopt.sim.metrics import OUTPUT_FILES
 from palopt.sim.trace import load_trace
 from palopt.topology import MAX_GPUS, Topology
 from palopt.variability import read_measurements
@@ -670,11 +671,14 @@ def test_a_simulator_profile_value_out_of_range_is_named_by_its_column(tmp_path,
         load_profile(path, build_cluster(1, 1, 2))
 
 
-def test_simulate_refuses_to_write_over_its_inputs(tmp_path, capsys):
-    trace = _write(tmp_path, TRACE + "0,1,0,100,vgg19\n", "jobs.csv")  # an output's name
+@pytest.mark.parametrize("name", OUTPUT_FILES)
+def test_simulate_refuses_to_write_over_its_inputs(tmp_path, capsys, name):
+    """An input named like any of simulate's output files in --out is refused, not
+    overwritten."""
+    trace = _write(tmp_path, TRACE + "0,1,0,100,vgg19\n", name)  # an output's name
     args = ["simulate", "--trace", str(trace), "--cluster", "2x4", "--correlated", "0.5"]
     err = _cli_error(capsys, [*args, "--no-plots", "--out", str(tmp_path)])
-    assert "jobs.csv': is an input file; it would be overwritten" in err
+    assert f"{name}': is an input file; it would be overwritten" in err
     assert trace.read_text().startswith(TRACE)
 
 
@@ -684,9 +688,13 @@ def test_simulate_time_limit_flag_and_option_agree_and_are_recorded(tmp_path, ca
     args += ["--no-plots", "--no-progress", "--placement", "greedy"]
     err = _cli_error(capsys, [*args, "--time-limit", "2", "--placement-option", "time_limit=3"])
     assert "--time-limit = 2.0: --placement-option time_limit=3 differs" in err
-    assert main([*args, "--time-limit", "2", "--check", "--out", str(tmp_path / "run")]) == 0
+    option = ["--placement-option", "keep_running=false"]
+    assert (
+        main([*args, *option, "--time-limit", "2", "--check", "--out", str(tmp_path / "run")]) == 0
+    )
     settings = json.loads((tmp_path / "run" / "summary.json").read_text())["settings"]
     assert settings["time_limit"] == 2.0 and settings["check"] is True
+    assert settings["placement_options"] == {"keep_running": False}
 
 
 def test_profile_values_of_an_undeclared_class_are_refused():

@@ -185,7 +185,8 @@ def test_build_refuses_bad_input_by_name(
     change: dict[str, object],
     message: str,
 ) -> None:
-    if "queue" in change:
+    queue_case = "queue" in change
+    if queue_case:
         assigned["queue"].write_text(json.dumps(change.pop("queue")))
     if "--cluster" in change:  # 16 GPUs: the profile of 8 is not theirs
         profile = load_profile(assigned["assigned"])
@@ -206,7 +207,24 @@ def test_build_refuses_bad_input_by_name(
     assert code == 2
     err = capsys.readouterr().err.splitlines()[-1]
     assert message in err and err.startswith("palopt: error: ")
+    assert (str(assigned["queue"]) in err) == queue_case  # only the queue's errors name its file
     assert not out.exists()
+
+
+def test_build_refuses_a_profile_of_as_many_gpus_named_otherwise(
+    assigned: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A profile keyed by another cluster's GPU ids is refused even when the GPU counts match:
+    its values would otherwise be given to the cluster's GPUs by position, silently."""
+    graph = build_cluster(2, 2, 2).graph
+    topo = Topology.from_graph(nx.relabel_nodes(graph, {"gpu0": "h0/g0", "gpu1": "h0/g1"}))
+    assert topo.n_gpus == 8 and topo.gpu_ids != load_profile(assigned["assigned"]).gpus
+    path, out = tmp_path / "named.json", tmp_path / "inst.json"
+    path.write_text(json.dumps(topo.to_node_link()))
+    assert main(_build(assigned, out, "--topology", str(path))) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"palopt: error: --profile = '{assigned['assigned']}': its 8 GPUs")
+    assert "not the cluster's 8 (" in err and not out.exists()
 
 
 def test_an_empty_cluster_is_named(

@@ -153,6 +153,37 @@ def test_runs_stopped_at_a_horizon_get_no_improvement_table(tmp_path, artifact_d
     assert (pd.read_csv(tmp_path / "out" / "results.csv")["unfinished"] > 0).all()
 
 
+def test_a_single_unfinished_job_is_enough_to_withhold_the_improvement_table(
+    tmp_path, artifact_dir, capsys
+):
+    """Runs that each left just one tracked job unfinished at max_time still get no improvement
+    table: their average JCTs are over fewer jobs than the trace holds."""
+    trace = tmp_path / "trace.csv"
+    trace.write_text(
+        "job_id,num_gpus,submit_time,duration,model\n0,1,0,10,vgg19\n1,1,0,10000000,vgg19\n"
+    )
+    grid = tmp_path / "grid.toml"
+    grid.write_text(f"""
+[sweep]
+out = "out"
+baseline = "packed-sticky"
+
+[grid]
+placement = ["packed-sticky", "pal"]
+
+[fixed]
+trace = "trace.csv"
+profile = "{artifact_dir / "sim-64gpu-cluster.csv"}"
+cluster = "16x4"
+max_time = 7200
+""")
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "2 runs left tracked jobs unfinished at the horizon (max_time)" in out
+    assert "Improvement" not in out and not (tmp_path / "out" / "summary.txt").exists()
+    assert pd.read_csv(tmp_path / "out" / "results.csv")["unfinished"].tolist() == [1, 1]
+
+
 def test_grids_in_two_folders_sharing_a_results_folder_do_not_share_cells(tmp_path, artifact_dir):
     # Each reads its own trace.csv; the cells, written alike, had one id, and the second grid
     # reported the first one's results as its own.

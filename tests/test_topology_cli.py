@@ -29,7 +29,7 @@ from palopt.importers.slurm import parse_topology_conf
 from palopt.instance import Instance, Job
 from palopt.io import instance_from_dict, instance_schema
 from palopt.solvers import solve
-from palopt.topology import Topology
+from palopt.topology import Topology, parse_shape
 from palopt.topology_view import _tree_layout
 
 SAMPLES = Path(__file__).resolve().parent.parent / "instances" / "topology"
@@ -124,6 +124,21 @@ def test_show_draws_png(tmp_path: Path) -> None:
     assert main([*BUILD[:6], "--out", str(tmp_path / "t.json")]) == 0
     assert main(["topology", "show", str(tmp_path / "t.json"), "--png", str(png)]) == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_show_titles_the_drawing_with_the_file_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The drawing of `topology show --png` is titled with the file it shows, so drawings of
+    several files can be told apart."""
+    import matplotlib
+
+    monkeypatch.setitem(matplotlib.rcParams, "svg.fonttype", "none")  # text kept as text
+    topology = tmp_path / "rack-a.json"
+    topology.write_text(json.dumps(parse_shape("2x2").to_node_link()))
+    svg = tmp_path / "t.svg"
+    assert main(["topology", "show", str(topology), "--png", str(svg)]) == 0
+    assert ">rack-a.json</text>" in svg.read_text()
 
 
 def _bad_smi(tmp_path: Path) -> Path:

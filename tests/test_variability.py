@@ -557,6 +557,33 @@ def test_cli_assign_defaults_and_summary_line(tmp_path: Path, capsys) -> None:
     assert main(args) == 0  # whole servers: s0 was not measured in B
     assert load_profile(out).origin == ("s1-0", "s1-1", "s2-0", "s2-1")
 
+    # --replace repeats measured GPUs: the line counts each measured GPU once
+    args = ["profile", "assign", str(path), "--cluster", "2x4", "-o", str(out), "--seed", "3"]
+    assert main([*args, "--replace"]) == 0
+    drawn = set(load_profile(out).origin)
+    assert len(drawn) < 8
+    assert capsys.readouterr().out.endswith(f"from {len(drawn)} measured GPUs\n")
+
+
+def test_cli_import_append_to_a_profile_not_yet_written_starts_it(tmp_path: Path, capsys) -> None:
+    """`profile import --append` with no --out file yet writes the new profile (a first run of a
+    script that appends class by class), rather than failing to read the missing file."""
+    csv = write(tmp_path / "m.csv", "node,perf\na,10\nb,20\nc,40\n")
+    out = tmp_path / "new.json"
+    argv = ["profile", "import", str(csv), "--id", "node", "--value", "perf", "-o", str(out)]
+    assert main([*argv, "--append"]) == 0
+    p = load_profile(out)
+    assert p.classes == ("perf",) and p.values.tolist() == [[0.5, 1.0, 2.0]]
+    assert capsys.readouterr().out.startswith(f"{out}: 3 GPUs, classes perf (")
+
+
+def test_cli_show_takes_a_tolerance_of_zero(tmp_path: Path, capsys) -> None:
+    """`profile show --tol 0` (the documented bound is >= 0) bins without tolerance instead of
+    being refused."""
+    path = _two_class_profile(tmp_path)
+    assert main(["profile", "show", str(path), "--tol", "0"]) == 0
+    assert capsys.readouterr().out == summarise(load_profile(path), "kmeans", 0.0) + "\n"
+
 
 def test_assign_profile_with_replacement_fills_a_larger_cluster() -> None:
     p = VariabilityProfile(("A", "B"), ("x", "y"), np.array([[1.0, 1.1], [0.9, 1.3]]))
