@@ -345,3 +345,14 @@ def test_fresh_reruns_every_cell_but_only_after_the_arguments_are_checked(tmp_pa
     assert calls == [1, 2]  # reused
     run_sweep(spec, counted, workers=1, fresh=True)
     assert calls == [1, 2, 1, 2]
+
+
+def test_a_long_damaged_cell_result_is_quoted_short(tmp_path):
+    """The error for a damaged stored result quotes at most 60 characters of it."""
+    spec = SweepSpec({"x": (1,)}, {"y": 1}, tmp_path / "out")
+    run_sweep(spec, square_cell, workers=1)
+    damaged = next((tmp_path / "out" / "cells").glob("*.json"))
+    damaged.write_text("{" + "x" * 500)
+    with pytest.raises(InputError, match="not a stored result") as caught:
+        run_sweep(spec, square_cell, workers=1)
+    assert caught.value.value == "{" + "x" * 56 + "..."

@@ -5,7 +5,8 @@ job that does not fit, which is the same set), so costs compare directly. The *r
 instance is the proven optimum when an exact solver proved one, else the best lower bound known
 (exact solvers' bounds, the cheap bound, and on large rounds the Lagrangian bound). A solver's
 gap is ``(objective - reference) / reference``; it is NaN for a solver that placed another number
-of jobs than the admitted prefix (its cost does not compare).
+of jobs than the admitted prefix (its cost does not compare, and its bound and proof are not
+taken for the reference).
 """
 
 from __future__ import annotations
@@ -211,7 +212,8 @@ def run_instance(
     -------
     list of Row
         One row per solver that ran, in the order of ``solvers``. All rows share the reference:
-        the least proven optimum, else the largest lower bound known. ``gap`` is
+        the least proven optimum, else the largest lower bound known (of the solvers that placed
+        the admitted prefix, and the cheap and Lagrangian bounds of that prefix). ``gap`` is
         ``(objective - reference) / reference`` (0.0 if the reference is not positive), or NaN
         for a solver that placed another number of jobs than the admitted prefix.
 
@@ -243,16 +245,18 @@ def run_instance(
         result = solver.solve(inst, time_limit=time_limit if spec.exact else None, seed=seed)
         assert_feasible(inst, result)
         if result.n_placed != len(rnd.positions):
+            # Its objective, bound and proof are of another set of jobs: no reference.
             log.warning(
                 "%s placed %d jobs, not the admitted %d; its gap is not comparable",
                 spec.label,
                 result.n_placed,
                 len(rnd.positions),
             )
-        if result.bound is not None:
-            bounds.append(result.bound)
-        if result.status == Status.OPTIMAL:
-            optimum = result.objective if optimum is None else min(optimum, result.objective)
+        else:
+            if result.bound is not None:
+                bounds.append(result.bound)
+            if result.status == Status.OPTIMAL:
+                optimum = result.objective if optimum is None else min(optimum, result.objective)
         rows.append(
             Row(
                 family.name,
@@ -272,8 +276,8 @@ def run_instance(
         )
     if not rows:
         return []
-    if optimum is None and rnd.multi and family.n_gpus > exact_max_gpus:
-        best = min(r.objective for r in rows)
+    best = min((r.objective for r in rows if r.n_placed == r.n_jobs), default=None)
+    if optimum is None and best is not None and rnd.multi and family.n_gpus > exact_max_gpus:
         bounds.append(lagrangian_bound(rnd, best, time_limit=bound_time)[0])
     if optimum is not None:
         reference, kind = optimum, "optimum"
