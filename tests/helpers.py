@@ -1,5 +1,5 @@
-"""Helpers shared by the solver tests: a placement checked by queue position, and the optimum of
-a tiny round by enumeration."""
+"""Helpers shared by the solver tests: a placement checked by queue position, and the optima of
+a tiny round and of a small transportation problem by enumeration."""
 
 from __future__ import annotations
 
@@ -40,3 +40,16 @@ def brute_force(inst: Instance, mode: str = "prefix", keep_running: bool = False
         return out
 
     return fixed + best(0, frozenset())
+
+
+def transport_by_enumeration(counts: list[int], cost: np.ndarray) -> float:
+    """Least cost of sending ``counts[m]`` units from row ``m`` to distinct columns (0 for no
+    units), over every assignment."""
+    rows = [m for m, k in enumerate(counts) for _ in range(k)]
+    return min(
+        (
+            sum(cost[m, g] for m, g in zip(rows, cols, strict=True))
+            for cols in itertools.permutations(range(cost.shape[1]), len(rows))
+        ),
+        default=0.0,
+    )

@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from helpers import transport_by_enumeration
 from test_exact import _three_pairs_two_racks
 
 from palopt import Instance, Job, build_cluster, solve
@@ -81,17 +82,6 @@ def test_transport_single_row_takes_the_cheapest_columns() -> None:
     assert x.tolist() == [[False, True, False, True]]
 
 
-def _transport_optimum(counts: list[int], cost: np.ndarray) -> float:
-    """Least cost of sending counts[m] units from row m to distinct columns, by brute force."""
-    import itertools
-
-    rows = [m for m, k in enumerate(counts) for _ in range(k)]
-    return min(
-        sum(cost[m, g] for m, g in zip(rows, cols, strict=True))
-        for cols in itertools.permutations(range(cost.shape[1]), len(rows))
-    )
-
-
 @pytest.mark.parametrize("magnitude", [1e-9, 1e-3, 1.0, 1e3, 1e9])
 def test_transport_bound_meets_the_optimum_at_any_cost_magnitude(magnitude: float) -> None:
     # Rows compete for the same cheap columns, so the rows' independent bound is well under the
@@ -109,7 +99,7 @@ def test_transport_bound_meets_the_optimum_at_any_cost_magnitude(magnitude: floa
         counts = [int(c) for c in rng.integers(1, 3, size=3)]
         while sum(counts) > 5:
             counts[int(np.argmax(counts))] -= 1
-        optimum = _transport_optimum(counts, cost)
+        optimum = transport_by_enumeration(counts, cost)
         bound = transport_bound(counts, cost)
         assert bound <= optimum * (1 + 1e-12)
         assert bound == pytest.approx(optimum, rel=1e-9)
