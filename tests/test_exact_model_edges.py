@@ -302,3 +302,23 @@ def test_search_keeps_a_placement_without_multi_gpu_jobs_and_honours_patience() 
     assert_feasible_positions(inst, out)
     assert round_cost(inst, out) == round_cost(inst, best)
     assert 0 < work <= one_step + 4 * SINGLE_WORK
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_region_of_one_gpu_jobs_is_passed_over_not_the_end(seed: int) -> None:
+    """A region holding only 1-GPU jobs has nothing to re-optimise: the search goes on to the
+    next region (here the other rack, whose two 2-GPU jobs are each split over servers), in
+    whatever order the seed visits them."""
+    from palopt.solvers.exact.refine import reoptimise_regions
+
+    queue = (Job("a", 1, "A"), Job("b", 1, "A"), Job("c", 2, "A"), Job("d", 2, "A"))
+    inst = Instance(
+        build_cluster(2, 2, 2), ("A",), np.ones((1, 8)), np.array([[1.0, 2.0, 2.0]]), queue
+    )
+    start = {0: np.array([0]), 1: np.array([1]), 2: np.array([4, 6]), 3: np.array([5, 7])}
+    assert round_cost(inst, start) == 6.0 and brute_force(inst) == 4.0
+    best, _ = reoptimise_regions(
+        make_round(inst), start, _Recording(), SCALE, time_limit=np.inf, seed=seed, region_gpus=4
+    )
+    assert_feasible_positions(inst, best)
+    assert round_cost(inst, best) == 4.0
