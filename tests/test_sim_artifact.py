@@ -986,3 +986,97 @@ def test_cli_simulate_defaults_are_the_artifacts_model(tmp_path, monkeypatch):
         "time_limit": None,
         "check": False,
     }
+
+
+def _simulated_profiles(monkeypatch):
+    """The profiles :func:`simulate_cell` gives the simulator (which then runs as usual)."""
+    from palopt.sim import experiments
+
+    profiles = []
+    real = experiments.simulate
+
+    def spy(topo, profile, *rest):
+        profiles.append(profile)
+        return real(topo, profile, *rest)
+
+    monkeypatch.setattr(experiments, "simulate", spy)
+    return profiles
+
+
+@pytest.mark.parametrize("suffix", ["json", "JSON"])
+def test_simulate_cell_draws_a_measured_profile_with_the_cells_seed(tmp_path, monkeypatch, suffix):
+    """A JSON profile larger than the cluster is drawn onto it with the cell's seed, whatever
+    the case of its suffix (".JSON" was read as a CSV: every seed drew the same GPUs)."""
+    from palopt.variability import VariabilityProfile, save_profile
+
+    values = np.array([[1.0, 1.2, 1.1, 1.3, 1.5, 1.7, 0.9, 1.05]])
+    gpus = tuple(f"g{i}" for i in range(8))
+    save_profile(VariabilityProfile(("classC",), gpus, values), tmp_path / f"p.{suffix}")
+    cell = {**_tiny(tmp_path), "profile": str(tmp_path / f"p.{suffix}")}
+    profiles = _simulated_profiles(monkeypatch)
+    for seed in (0, 1, 2, 0):
+        assert simulate_cell({**cell, "seed": seed})["jobs"] == 1
+    drawn = [p.charge.tolist() for p in profiles]
+    assert drawn[0] == drawn[3]  # the same seed, the same GPUs
+    assert len({str(d) for d in drawn[:3]}) > 1
+    assert all(set(d[0]) <= set(values[0].tolist()) for d in drawn)
+
+
+def test_a_traces_distribution_cell_draws_from_all_eight_workloads(tmp_path, artifact_dir):
+    """``gpu_dist = "traces"`` draws GPU counts from the eight Sia-Philly workloads: a data
+    folder lacking the last one is refused, naming ``data``, not silently drawn from seven."""
+    (tmp_path / "traces").mkdir()
+    for w in range(1, 8):
+        name = f"sia-philly-workload-{w}.csv"
+        (tmp_path / "traces" / name).write_bytes((artifact_dir / "traces" / name).read_bytes())
+    cell = {**_tiny(tmp_path), "data": str(tmp_path), "gpu_dist": "traces", "load": 8.0}
+    del cell["trace"]
+    with pytest.raises(InputError, match="^data = .*: no such file$") as err:
+        simulate_cell({**cell, "n_jobs": 2, "max_time": 60.0})
+    assert str(err.value.value).endswith("sia-philly-workload-8.csv")
+
+
+def test_simulate_cell_tiles_a_small_profile_with_the_cells_seed(tmp_path, monkeypatch):
+    """A CSV profile of fewer servers than the cluster is tiled with whole servers, drawn with
+    the cell's seed: the same seed draws the same servers, other seeds others."""
+    cell = _tiny(tmp_path)
+    (tmp_path / "p4.csv").write_text("PerfVar_classC\n1.0\n1.1\n1.2\n1.3\n")
+    cell.update(profile=str(tmp_path / "p4.csv"), cluster="4x2")
+    profiles = _simulated_profiles(monkeypatch)
+    for seed in (0, 1, 2, 0):
+        assert simulate_cell({**cell, "seed": seed})["jobs"] == 1
+    drawn = [p.charge[0].tolist() for p in profiles]
+    assert drawn[0] == drawn[3] and len({str(d) for d in drawn[:3]}) > 1
+    for row in drawn:  # whole servers of the file, in their GPU order
+        assert {tuple(row[i : i + 2]) for i in range(0, 8, 2)} <= {(1.0, 1.1), (1.2, 1.3)}
+
+
+def test_prepare_digests_the_profile_so_an_edited_profile_runs_again(tmp_path):
+    """A sweep's context (so every cell's id) changes when its profile file is edited, as when
+    its trace is: results computed from the old profile are not reused."""
+    from palopt.sim.experiments import prepare
+    from palopt.sweep import SweepSpec
+
+    cell = _tiny(tmp_path)
+    spec = SweepSpec({"placement": ("pal",)}, {k: cell[k] for k in ("profile", "trace")})
+    before = prepare(spec).context
+    (tmp_path / "profile.csv").write_text("GPU_ID,PerfVar_classC,sf_classC\n0,2.0,2.0\n1,2,2\n")
+    after = prepare(spec).context
+    assert "inputs " in before and before != after
+
+
+def test_fig13_sweep_defaults_to_the_papers_grid():
+    """``fig13_sweep`` called with no grid gives the paper's: loads 8-14 jobs/h, FIFO, LAS and
+    SRTF, the four placements, seed 0, on 64 x 4 GPUs with 300 s rounds."""
+    from pathlib import Path
+
+    from palopt.sim.experiments import fig13_sweep
+
+    spec = fig13_sweep("data", Path("out"))
+    assert spec.grid == {
+        "scheduler": ("fifo", "las", "srtf"),
+        "load": (8.0, 10.0, 12.0, 14.0),
+        "seed": (0,),
+        "placement": ("packed-sticky", "packed-nonsticky", "pmfirst", "pal"),
+    }
+    assert spec.fixed == {"data": "data", "cluster": "64x4", "round": 300.0}

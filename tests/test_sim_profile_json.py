@@ -78,3 +78,14 @@ def test_an_unmeasured_class_counts_as_the_median_gpu(tmp_path):
     save_profile(VariabilityProfile(("A", "B"), ("g0", "g1"), values), tmp_path / "p.json")
     profile = load_profile(tmp_path / "p.json", build_cluster(1, 1, 2), seed=0)
     assert sorted(zip(*profile.charge.tolist(), strict=True)) == [(1.0, 1.0), (1.2, 1.1)]
+
+
+def test_a_profile_of_the_clusters_own_gpus_fills_an_unmeasured_class(tmp_path):
+    """A JSON profile naming exactly the cluster's GPUs, one class unmeasured on one GPU, still
+    loads: that GPU counts as the median GPU (1.0) for the class, not as a missing value."""
+    topo = build_cluster(1, 1, 2)
+    values = np.array([[1.0, 1.2], [np.nan, 1.1]])
+    save_profile(VariabilityProfile(("A", "B"), topo.gpu_ids, values), tmp_path / "p.json")
+    profile = load_profile(tmp_path / "p.json", topo, seed=0)
+    assert np.isfinite(profile.charge).all() and np.isfinite(profile.rank).all()
+    assert sorted(zip(*profile.charge.tolist(), strict=True)) == [(1.0, 1.0), (1.2, 1.1)]

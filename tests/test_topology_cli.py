@@ -609,3 +609,14 @@ def test_tree_layout_centres_each_node_over_its_children() -> None:
     assert pos["n2"] == (1.0, 1.0)
     assert pos["leafA"][0] == 0.5 and pos["leafB"][0] == 2.5 and pos["mid"][0] == 2.5
     assert pos["top"][0] == pytest.approx((0.5 + 2.5 + pos["spare"][0]) / 3)
+
+
+def test_summary_calls_servers_without_nvlink_pcie_only() -> None:
+    """A cluster with no NVLink tier at all: every GPU is its own island, "PCIe only"."""
+    from palopt.topology import build_cluster
+    from palopt.topology_view import island_sizes, summarize
+
+    topo = build_cluster(1, 2, 4)
+    assert topo.tiers[0] != "nvlink"
+    assert island_sizes(topo, 1) == (1, 1, 1, 1)
+    assert "  server[0-1]  4 GPUs each, PCIe only" in summarize(topo).splitlines()

@@ -115,3 +115,14 @@ def test_an_unknown_model_lists_the_known_ones_sorted() -> None:
     assert str(err.value) == (
         "model = 'resnet18': unknown model; known: BERT, DCGAN, GPT2, PointNet, resnet50, vgg19"
     )
+
+
+@pytest.mark.parametrize("value", ["high", [1.5, 2.0]])
+def test_penalties_neither_a_number_nor_a_mapping_say_both_forms(
+    tmp_path: Path, value: Any
+) -> None:
+    """A penalties value of the wrong type says a number or a tier mapping is expected."""
+    bad = _write(tmp_path, _edit("models/BERT/penalties", value))
+    with pytest.raises(InputError, match=r"expected a number or \{tier: penalty\}$") as err:
+        load_workloads(bad)
+    assert err.value.field == f"{bad}: models.BERT.penalties"

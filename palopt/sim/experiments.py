@@ -128,7 +128,7 @@ def _cached_cluster(
     profile: str, shape: str, seed: int, stamp: tuple[int, int] | None
 ) -> tuple[Topology, ClusterProfile]:
     topo = parse_shape(shape)
-    if profile.endswith(".json"):
+    if profile.lower().endswith(".json"):  # as load_profile tells them (".JSON" too)
         return topo, load_profile(profile, topo, seed)
     per_server = int(topo.server_sizes[0])
     rows = len(read_csv(profile, "profile"))
