@@ -177,3 +177,26 @@ def test_solving_leaves_the_instance_unchanged() -> None:
         palopt.solve(inst, name, seed=1)
     after = pickle.dumps((inst.slowdown, inst.penalty, inst.busy, inst.queue, dict(inst.meta)))
     assert before == after
+
+
+def test_result_settings_stay_read_only_after_pickling_and_copies() -> None:
+    """A result's settings (and an instance's meta) refuse every kind of change, also in a
+    pickled, copied or deep-copied result: the caller copies them with dict(...)."""
+    inst = _instance(1, 2, 2, 3, 0)
+    result = palopt.solve(inst, "random-sticky", seed=4)
+    palopt.assert_feasible(inst, result.assignment())
+    for r in (result, pickle.loads(pickle.dumps(result)), copy.copy(result), copy.deepcopy(result)):
+        for mapping in (r.settings, copy.copy(r.settings), copy.deepcopy(r.settings), inst.meta):
+            for change in (
+                lambda m: m.__setitem__("seed", 1),
+                lambda m: m.pop("seed", None),
+                lambda m: m.clear(),
+                lambda m: m.update(seed=1),
+                lambda m: m.setdefault("x", 1),
+                lambda m: m.popitem(),
+            ):
+                with pytest.raises(TypeError, match="read-only"):
+                    change(mapping)
+            with pytest.raises(TypeError, match="read-only"):
+                mapping |= {"seed": 1}
+        assert r.settings == result.settings and r.settings["seed"] == 4

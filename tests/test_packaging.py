@@ -18,7 +18,15 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+CONFIG = PYPROJECT["tool"]["setuptools"]
+
+
+def test_the_version_is_the_one_installed() -> None:
+    """palopt.__version__ (shown by --version and in simulation contexts) is pyproject's."""
+    import palopt
+
+    assert palopt.__version__ == PYPROJECT["project"]["version"]
 
 
 def test_every_package_is_listed() -> None:

@@ -238,7 +238,8 @@ def get_solver(name: str, /, **config: Any) -> Solver:
         Registry name, e.g. ``"pal"``, ``"packed-sticky"``; ``NAME:BACKEND`` is short for
         ``NAME`` with the option ``backend=BACKEND`` (``milp:highs``).
     **config
-        Solver options (see each solver's documentation).
+        Solver options (see each solver's documentation); a 0-d numpy array is taken as its
+        Python value.
 
     Returns
     -------
@@ -267,7 +268,8 @@ def get_solver(name: str, /, **config: Any) -> Solver:
     registry = _load()
     name, named = split_solver_name(name)
     for key, value in named.items():
-        if config.setdefault(key, value) != value:
+        config[key] = _one_value(name, key, config.get(key, value))
+        if config[key] != value:
             raise InputError(key, config[key], f"differs from the {value!r} in {name}:{value}")
     info = registry.get(name)
     if info is None:
@@ -286,10 +288,17 @@ def get_solver(name: str, /, **config: Any) -> Solver:
                 raise InputError(
                     f"{name}.{key}", value, f"unknown option; its options: {known}{hint}"
                 )
-    for key, value in config.items():  # (an array of values compared with == is no bool)
-        if isinstance(value, np.ndarray) and value.ndim:
+    return info.factory(**{key: _one_value(name, key, value) for key, value in config.items()})
+
+
+def _one_value(name: str, key: str, value: Any) -> Any:
+    """The value of option ``key``: an array is refused (compared with == it is no bool), a 0-d
+    array is its Python value (kept as an array, it made the result's settings no JSON)."""
+    if isinstance(value, np.ndarray):
+        if value.ndim:
             raise InputError(f"{name}.{key}", value.tolist(), "expected one value, not an array")
-    return info.factory(**config)
+        return value.item()
+    return value
 
 
 def solve(
