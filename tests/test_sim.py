@@ -1285,3 +1285,126 @@ def test_a_solver_that_does_not_say_it_is_sticky_sees_the_whole_queue():
         build_cluster(1, 1, 2), flat(2), trace, Plain(), "fifo", SimConfig(100, check=True)
     )
     assert seen[0] == 3 and finish(res, "c") == 300.0
+
+
+# --- the round loop's bookkeeping, by hand ---------------------------------------------------
+
+
+def test_round_records_count_gpus_running_and_waiting_jobs_and_free_finished_jobs():
+    """Each round's record counts the GPUs held (not the jobs), the running and the waiting
+    jobs; a completed job holds no GPUs. One server of 3 GPUs, FIFO, 100 s rounds: a (2 GPUs,
+    2 rounds) and b (1 GPU, 1 round) run while c (2 GPUs) waits until a is done."""
+    trace = [job("a", 2, 0, 200), job("b", 1, 0, 100), job("c", 2, 0, 100)]
+    res = simulate(
+        build_cluster(1, 1, 3), flat(3), trace, "pal", "fifo", SimConfig(100, check=True)
+    )
+    got = [(r.round, r.busy_gpus, r.running, r.waiting) for r in res.rounds]
+    assert got == [(0, 3, 2, 1), (1, 2, 1, 1), (2, 2, 1, 0), (3, 0, 0, 0)]
+    assert res.jobs.finish.tolist() == [200.0, 100.0, 300.0]
+    assert res.jobs.gpus == [(), (), ()]
+
+
+def test_empty_stretches_between_arrivals_are_skipped_not_recorded():
+    """Rounds with nothing running or waiting are not simulated: the run jumps to the next
+    arrival's round (a done at 100 s, b submitted at 1,000 s runs in round 10)."""
+    trace = [job("a", 1, 0, 100), job("b", 1, 1000, 100)]
+    res = simulate(
+        build_cluster(1, 1, 1), flat(1), trace, "pal", "fifo", SimConfig(100, check=True)
+    )
+    assert [r.round for r in res.rounds] == [0, 1, 10, 11]
+    assert res.jobs.finish.tolist() == [100.0, 1100.0]
+
+
+class _WaitsForB:
+    """Places nothing until job ``b`` is queued (a solver that batches), then as PAL does."""
+
+    name = "waits-for-b"
+
+    def solve(self, instance, *, time_limit=None, seed=None):
+        if all(j.id != "b" for j in instance.queue):
+            return build_result(instance, self.name, {}, {}, 0.0)
+        return palopt.solve(instance, "pal")
+
+
+def test_a_job_held_back_until_a_later_arrival_is_no_stall():
+    """Rounds in which a job waits on an idle cluster while jobs of the trace are still to come
+    do not count towards the stall guard: a waits 20 rounds for b, then both run."""
+    trace = [job("a", 1, 0, 100), job("b", 1, 2000, 100)]
+    cfg = SimConfig(100, max_idle_rounds=3, check=True)
+    res = simulate(build_cluster(1, 1, 2), flat(2), trace, _WaitsForB(), "fifo", cfg)
+    assert res.jobs.finish.tolist() == [2100.0, 2100.0]
+
+
+def test_progress_reports_tracked_jobs_completed():
+    """``run(progress=...)`` is told the number of tracked jobs completed, not of all jobs: an
+    untracked job done in round 1 is not counted."""
+    trace = [replace(job("x", 1, 0, 100), tracked=False), job("a", 1, 0, 200)]
+    sim = Simulator(build_cluster(1, 1, 2), flat(2), trace, "pal", "fifo", SimConfig(100))
+    seen: list[int] = []
+    sim.run(progress=seen.append)
+    assert seen[0] == 0 and seen[-1] == 1 and max(seen) == 1
+
+
+def test_a_resumed_job_keeps_its_first_start_time():
+    """A job preempted and resumed keeps its first start: its queueing delay is the wait
+    before it first ran (LAS: a runs from 0, is preempted by b at 100 s, resumes at 200 s)."""
+    trace = [job("a", 2, 0, 300), job("b", 2, 50, 100)]
+    cfg = SimConfig(100, check=True)
+    res = simulate(build_cluster(1, 1, 2), flat(2), trace, "packed-sticky", "las", cfg)
+    assert res.jobs.preemptions.tolist() == [1, 0]
+    assert res.jobs.first_start.tolist() == [0.0, 100.0]
+    assert job_table(res)["queueing_delay_s"].tolist() == [0.0, 50.0]
+
+
+class _WrongObjective:
+    """PAL's placements with an objective off by one (on sub-instances only, if ``sub``)."""
+
+    name = "wrong-objective"
+
+    def __init__(self, sub: bool) -> None:
+        self.sub = sub
+
+    def solve(self, instance, *, time_limit=None, seed=None):
+        result = palopt.solve(instance, "pal")
+        if self.sub and not instance.busy.any():
+            return result
+        return replace(result, objective=result.objective + 1.0)
+
+
+@pytest.mark.parametrize("sub", [False, True])
+def test_the_check_option_refuses_a_result_that_breaks_the_rules(sub):
+    """With ``check`` every placement (backfill's too) goes through the feasibility checker,
+    which refuses a wrong objective that the simulator's own GPU checks let through."""
+    from palopt.errors import InfeasiblePlacementError
+
+    topo = build_cluster(1, 1, 4)
+    trace = [job("a", 3, 0, 300), job("b", 2, 0, 100), job("c", 1, 0, 100)]
+    cfg = SimConfig(100, backfill=sub)  # backfill solves sub-instances
+    res = simulate(topo, flat(4), trace, _WrongObjective(sub), "fifo", cfg)
+    assert res.jobs.status.tolist() == [DONE] * 3  # unchecked, the run goes on
+    with pytest.raises(InfeasiblePlacementError, match="objective"):
+        simulate(topo, flat(4), trace, _WrongObjective(sub), "fifo", replace(cfg, check=True))
+
+
+def test_a_job_of_exactly_the_rounds_simulated_is_accepted():
+    """The round cap is inclusive: a job needing exactly MAX_ROUNDS rounds is accepted, one a
+    round longer is refused unless a horizon of at most MAX_ROUNDS rounds cuts the run."""
+    from palopt.sim.engine import MAX_ROUNDS
+
+    topo, cfg = build_cluster(1, 1, 1), SimConfig(100)
+    Simulator(topo, flat(1), [job("a", 1, 0, MAX_ROUNDS * 100)], config=cfg)
+    longer = [job("a", 1, 0, (MAX_ROUNDS + 1) * 100)]
+    with pytest.raises(InputError, match="alone needs"):
+        Simulator(topo, flat(1), longer, config=cfg)
+    Simulator(topo, flat(1), longer, config=replace(cfg, max_time_s=MAX_ROUNDS * 100))
+
+
+def test_the_round_cap_counts_the_charged_slowdown_not_the_ranked_one():
+    """The up-front round check uses the slowdown the job is charged: placement ranks these
+    GPUs at 1.0 but charges 2.0, so a job of 0.6 x MAX_ROUNDS rounds at 1.0 needs too many."""
+    from palopt.sim.engine import MAX_ROUNDS
+
+    prof = ClusterProfile(("A",), np.ones((1, 1)), np.full((1, 1), 2.0))
+    trace = [job("a", 1, 0, 0.6 * MAX_ROUNDS * 100)]
+    with pytest.raises(InputError, match="alone needs 1.2e\\+06 rounds"):
+        Simulator(build_cluster(1, 1, 1), prof, trace, config=SimConfig(100))
