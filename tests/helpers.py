@@ -1,15 +1,18 @@
-"""Helpers shared by the solver tests: a placement checked by queue position, and the optima of
-a tiny round and of a small transportation problem by enumeration."""
+"""Helpers shared by the solver tests: a placement checked by queue position, the optima of a
+tiny round and of a small transportation problem by enumeration, and a result edited to leave
+out its last placed job."""
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from functools import cache
 
 import numpy as np
 
 from palopt import Instance
 from palopt.cost import assert_feasible, job_cost
+from palopt.result import Action, JobPlacement, PlacementResult
 from palopt.solvers.round import make_round
 
 
@@ -52,4 +55,20 @@ def transport_by_enumeration(counts: list[int], cost: np.ndarray) -> float:
             for cols in itertools.permutations(range(cost.shape[1]), len(rows))
         ),
         default=0.0,
+    )
+
+
+def drop_last_placed_job(result: PlacementResult) -> PlacementResult:
+    """The result without its last placed job (the admitted prefix's last): one job fewer,
+    cheaper by that job's cost, the job waiting."""
+    placements = list(result.placements)
+    last = max(k for k, p in enumerate(placements) if p.gpus)
+    dropped = placements[last]
+    assert dropped.cost is not None
+    placements[last] = JobPlacement.record(dropped.job_id, (), Action.WAIT, reason="drop")
+    return replace(
+        result,
+        placements=tuple(placements),
+        n_placed=result.n_placed - 1,
+        objective=result.objective - dropped.cost,
     )

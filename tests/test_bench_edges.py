@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from helpers import drop_last_placed_job
 
 import palopt.bench.runner as runner
 from palopt import InputError
@@ -15,7 +16,7 @@ from palopt.bench.families import Family, check_load, make_instance
 from palopt.bench.report import plot_gaps, summarise
 from palopt.bench.runner import Row, SolverSpec, run_bench, run_instance
 from palopt.errors import InfeasiblePlacementError
-from palopt.result import Action, JobPlacement, Status
+from palopt.result import Status
 from palopt.solvers.bounds import lower_bound
 from palopt.solvers.round import admitted_prefix, make_round
 
@@ -176,26 +177,11 @@ def test_an_infeasible_placement_stops_the_run(monkeypatch) -> None:
         run_instance(SMALL, 0, _specs("greedy"), 1.0, 256, 0.0)
 
 
-def _drop_last_job(result):
-    """The result without its last placed job (the admitted prefix's last): one job fewer,
-    cheaper by that job's cost."""
-    placements = list(result.placements)
-    last = max(k for k, p in enumerate(placements) if p.gpus)
-    cost = placements[last].cost
-    placements[last] = JobPlacement.record(placements[last].job_id, (), Action.WAIT, reason="drop")
-    return replace(
-        result,
-        placements=tuple(placements),
-        n_placed=result.n_placed - 1,
-        objective=result.objective - cost,
-    )
-
-
 def test_the_progress_line_names_the_solver_with_the_least_comparable_gap(monkeypatch) -> None:
     """The progress line's "best" is the lowest gap among solvers that placed the admitted
     jobs; one that dropped a job (cheaper, no gap) is not it."""
 
-    _edit_results(monkeypatch, lambda name, r: _drop_last_job(r) if name == "pmfirst" else r)
+    _edit_results(monkeypatch, lambda name, r: drop_last_placed_job(r) if name == "pmfirst" else r)
     lines: list[str] = []
     rows = run_bench(
         [SMALL], 1, _specs("pmfirst", "random-nonsticky", "greedy"), 1, 256, 0, lines.append
@@ -295,7 +281,7 @@ def test_a_solver_that_placed_other_jobs_gives_no_reference(monkeypatch) -> None
     def short(name, result):
         if name != "pmfirst":
             return result
-        result = _drop_last_job(result)
+        result = drop_last_placed_job(result)
         return replace(result, bound=result.objective, status=Status.OPTIMAL)
 
     _edit_results(monkeypatch, short)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from helpers import assert_feasible_positions
+from helpers import assert_feasible_positions, drop_last_placed_job
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -304,7 +304,7 @@ def test_bench_refuses_exact_solvers_alone_on_rounds_they_skip(
 def test_a_solver_that_places_other_jobs_gets_no_gap(monkeypatch) -> None:
     import palopt.bench.runner as runner
     from palopt.bench.report import format_table, summarise
-    from palopt.result import Action, JobPlacement, Status
+    from palopt.result import Status
 
     real = runner.get_solver
 
@@ -313,18 +313,8 @@ def test_a_solver_that_places_other_jobs_gets_no_gap(monkeypatch) -> None:
             self.solver = solver
 
         def solve(self, inst, **kwargs):
-            result = self.solver.solve(inst, **kwargs)
-            last = max(k for k, p in enumerate(result.placements) if p.gpus)
-            dropped = result.placements[last]
-            placements = list(result.placements)
-            placements[last] = JobPlacement.record(dropped.job_id, (), Action.WAIT, reason="drop")
-            return replace(
-                result,
-                placements=tuple(placements),
-                n_placed=result.n_placed - 1,
-                objective=result.objective - dropped.cost,
-                status=Status.HEURISTIC,
-            )
+            result = drop_last_placed_job(self.solver.solve(inst, **kwargs))
+            return replace(result, status=Status.HEURISTIC)
 
     monkeypatch.setattr(
         runner,
