@@ -16,6 +16,29 @@ from palopt.solvers.greedy import PACKING, GreedyPlacer
 from palopt.solvers.local import polish
 from palopt.solvers.round import make_round, round_cost
 
+PEN = np.array([[1.0, 1.7, 2.0]])
+
+
+def _best_for_one_job(
+    sd: np.ndarray,
+    servers: int,
+    per_server: int,
+    k: int,
+    busy: np.ndarray | None = None,
+    packing: float | None = PACKING,
+) -> tuple[float, list[int]]:
+    """The greedy's best placement (cost, sorted GPUs) of one ``k``-GPU job of class A on one
+    rack of ``servers`` x ``per_server`` GPUs, checked feasible."""
+    if busy is None:
+        busy = np.zeros(servers * per_server, dtype=bool)
+    inst = Instance(
+        build_cluster(1, servers, per_server), ("A",), sd, PEN, (Job("j", k, "A"),), busy
+    )
+    rnd = make_round(inst)
+    cost, gpus = GreedyPlacer(rnd, packing=packing).best(rnd.free.copy(), 0, k)
+    assert_feasible_positions(inst, {0: gpus})
+    return cost, sorted(gpus.tolist())
+
 
 def test_a_tie_between_a_rack_and_the_whole_cluster_goes_to_the_rack() -> None:
     # Catches: the top tier (a single group) winning a tie (``<=`` instead of ``<``).
@@ -46,29 +69,16 @@ def test_packing_may_use_a_group_that_costs_exactly_its_slack_more() -> None:
     # fit for a 2-GPU job.
     busy = np.array([False, False, False, False, False, False, True, True])
     sd = np.array([[1.0, 1.0, 1.0, 1.0, 1.05, 1.05, 1.05, 1.05]])
-    pen = np.array([[1.0, 1.7, 2.0]])
-    inst = Instance(build_cluster(1, 2, 4), ("A",), sd, pen, (Job("j", 2, "A"),), busy)
-    rnd = make_round(inst)
     assert 1.0 * (1 + PACKING) == 1.05
-    cost, gpus = GreedyPlacer(rnd).best(rnd.free.copy(), 0, 2)
-    assert_feasible_positions(inst, {0: gpus})
-    assert cost == 1.0 and sorted(gpus.tolist()) == [0, 1]
-    cost, gpus = GreedyPlacer(rnd, packing=PACKING).best(rnd.free.copy(), 0, 2)
-    assert_feasible_positions(inst, {0: gpus})
-    assert cost == 1.05 and sorted(gpus.tolist()) == [4, 5]
+    assert _best_for_one_job(sd, 2, 4, 2, busy, packing=None) == (1.0, [0, 1])
+    assert _best_for_one_job(sd, 2, 4, 2, busy) == (1.05, [4, 5])
 
 
 def test_packing_breaks_a_best_fit_tie_by_speed() -> None:
     # Catches: dropping (or reversing) the "then fastest" key of the best-fit choice.
     # Two 2-GPU servers with both GPUs free: equally good fits for a 2-GPU job. Server 0
     # costs 1.02, within the slack, but server 1 costs 1.0 and must win.
-    sd = np.array([[1.02, 1.02, 1.0, 1.0]])
-    pen = np.array([[1.0, 1.7, 2.0]])
-    inst = Instance(build_cluster(1, 2, 2), ("A",), sd, pen, (Job("j", 2, "A"),))
-    rnd = make_round(inst)
-    cost, gpus = GreedyPlacer(rnd, packing=PACKING).best(rnd.free.copy(), 0, 2)
-    assert_feasible_positions(inst, {0: gpus})
-    assert cost == 1.0 and sorted(gpus.tolist()) == [2, 3]
+    assert _best_for_one_job(np.array([[1.02, 1.02, 1.0, 1.0]]), 2, 2, 2) == (1.0, [2, 3])
 
 
 def test_packing_takes_the_child_group_with_most_room_whole_first() -> None:
@@ -76,15 +86,10 @@ def test_packing_takes_the_child_group_with_most_room_whole_first() -> None:
     # One rack of three 4-GPU servers with 4, 1 and 1 free GPUs (all alike). A 5-GPU job
     # takes server 0 whole and one more GPU: two servers, not three.
     busy = np.array([False] * 4 + [False, True, True, True] + [False, True, True, True])
-    pen = np.array([[1.0, 1.7, 2.0]])
+    assert _best_for_one_job(np.ones((1, 12)), 3, 4, 5, busy) == (1.7, [0, 1, 2, 3, 4])
     inst = Instance(
-        build_cluster(1, 3, 4), ("A",), np.ones((1, 12)), pen, (Job("j", 5, "A"),), busy
+        build_cluster(1, 3, 4), ("A",), np.ones((1, 12)), PEN, (Job("j", 5, "A"),), busy
     )
-    rnd = make_round(inst)
-    cost, gpus = GreedyPlacer(rnd, packing=PACKING).best(rnd.free.copy(), 0, 5)
-    assert_feasible_positions(inst, {0: gpus})
-    assert cost == 1.7
-    assert sorted(gpus.tolist()) == [0, 1, 2, 3, 4]
     r = solve(inst, "greedy")
     assert_feasible(inst, r)
     assert r.assignment()["j"] == (0, 1, 2, 3, 4)
@@ -100,9 +105,8 @@ def test_packing_empties_the_servers_without_slow_free_gpus_first() -> None:
     busy = np.zeros(12, dtype=bool)
     busy[[2, 3, 10, 11]] = True
     sd = np.array([[1.0] * 6 + [1.3, 1.3] + [1.0] * 4])
-    pen = np.array([[1.0, 1.7, 2.0]])
     queue = (Job("five", 5, "A"), Job("three", 3, "A"))
-    inst = Instance(build_cluster(1, 3, 4), ("A",), sd, pen, queue, busy)
+    inst = Instance(build_cluster(1, 3, 4), ("A",), sd, PEN, queue, busy)
     rnd = make_round(inst)
     cost, chosen = GreedyPlacer(rnd, packing=PACKING).place([0, 1])
     assert_feasible_positions(inst, chosen)
@@ -202,8 +206,7 @@ def test_consolidation_takes_the_fastest_gpus_of_the_group() -> None:
 def _one_slow_gpu() -> Instance:
     # One 3-GPU server: a 2-GPU job on GPUs 0 (1.0) and 1 (1.5); GPU 2 (1.2) is free.
     sd = np.array([[1.0, 1.5, 1.2]])
-    pen = np.array([[1.0, 1.7, 2.0]])
-    return Instance(build_cluster(1, 1, 3), ("A",), sd, pen, (Job("j", 2, "A"),))
+    return Instance(build_cluster(1, 1, 3), ("A",), sd, PEN, (Job("j", 2, "A"),))
 
 
 def test_swap_trades_a_bottleneck_for_a_gpu_slower_than_the_next_slowest() -> None:
@@ -243,12 +246,7 @@ def test_packing_on_a_server_takes_its_fastest_gpus() -> None:
     # Catches: packing taking the slowest GPUs within the slack of the chosen server instead of
     # the fastest. Server 0 has two GPUs at 1.0 and two at 1.04 (within 5%); server 1 is slow.
     sd = np.array([[1.0, 1.04, 1.0, 1.04, 1.3, 1.3, 1.3, 1.3]])
-    pen = np.array([[1.0, 1.7, 2.0]])
-    inst = Instance(build_cluster(1, 2, 4), ("A",), sd, pen, (Job("j", 2, "A"),))
-    rnd = make_round(inst)
-    cost, gpus = GreedyPlacer(rnd, packing=PACKING).best(rnd.free.copy(), 0, 2)
-    assert_feasible_positions(inst, {0: gpus})
-    assert cost == 1.0 and sorted(gpus.tolist()) == [0, 2]
+    assert _best_for_one_job(sd, 2, 4, 2) == (1.0, [0, 2])
 
 
 def test_packing_finishes_a_job_on_the_server_with_fewest_free_gpus() -> None:
@@ -259,8 +257,7 @@ def test_packing_finishes_a_job_on_the_server_with_fewest_free_gpus() -> None:
     busy = np.zeros(12, dtype=bool)
     busy[8] = True
     queue = (Job("five", 5, "A"), Job("four", 4, "A"))
-    pen = np.array([[1.0, 1.7, 2.0]])
-    inst = Instance(build_cluster(1, 3, 4), ("A",), np.ones((1, 12)), pen, queue, busy)
+    inst = Instance(build_cluster(1, 3, 4), ("A",), np.ones((1, 12)), PEN, queue, busy)
     rnd = make_round(inst)
     cost, chosen = GreedyPlacer(rnd, packing=PACKING).place([0, 1])
     assert_feasible_positions(inst, chosen)
