@@ -85,6 +85,7 @@ class GreedyPlacer:
         self.cls = inst.job_class_indices()
         self.groups = dense_groups(inst)
         self.n_groups = [int(g.max()) + 1 for g in self.groups]
+        self.room = [int(np.bincount(g).max()) for g in self.groups]  # GPUs in a group, at most
         self.order = [np.argsort(row, kind="stable") for row in inst.slowdown]
         # Per tier and class: GPUs by (group, slowdown), ties by index.
         self.by_group = [[np.lexsort((row, gid)) for row in inst.slowdown] for gid in self.groups]
@@ -104,9 +105,13 @@ class GreedyPlacer:
             g = avail[:1]
             return float(sf[g[0]] * pen[0]), g
         best_cost, best_gpus, chosen = np.inf, avail[:k], None
+        # The k-th fastest free GPU anywhere: no group of any tier has a faster k-th.
+        floor = sf[avail[k - 1]] if len(avail) >= k else np.inf
         for t, gid in enumerate(self.groups):
+            if k > self.room[t] or floor * pen[t] >= best_cost:
+                continue  # no group of this tier holds k GPUs, or none can beat the best
             if self.n_groups[t] == 1:
-                cost = float(sf[avail[k - 1]] * pen[t])
+                cost = float(floor * pen[t])
                 if cost < best_cost:
                     best_cost, best_gpus = cost, avail[:k]
                     chosen = (t, avail, np.array([0]), np.array([len(avail)]), sf[avail[k - 1 : k]])

@@ -138,17 +138,18 @@ class _State(Incumbent):
             ys = ys[self.sf[c, ys] < self.m1[a]]
         else:
             ys = self.by_speed[c][: np.searchsorted(self.sorted_sf[c], self.m1[a])]
-        ys = ys[self.owner[ys] != a]
+        b = self.owner[ys]  # -1 (free) reads the zero-cost entry
+        tb = self.tier[b]
+        # y's owner must stay within its group (a 1-GPU job or a free GPU always does)
+        keep = (b != a) & ((self.k[b] == 1) | (self.groups[tb, x] == self.groups[tb, ys]))
+        ys, b, tb = ys[keep], b[keep], tb[keep]
         if not len(ys):
             return
         # a's cost with y instead of x (its tier cannot rise: y is in its group)
         delta = self.w[a] * np.maximum(self.m2[a], self.sf[c, ys]) * self.pen[c, t] - self.cost[a]
-        b = self.owner[ys]  # -1 (free) reads the zero-cost entry
         kept = np.where(ys == self.top[b], self.m2[b], self.m1[b])  # b's max without y
-        cb, tb = self.cls[b], self.tier[b]
+        cb = self.cls[b]
         delta += self.w[b] * np.maximum(kept, self.sf[cb, x]) * self.pen[cb, tb] - self.cost[b]
-        stays = (self.k[b] == 1) | (self.groups[tb, x] == self.groups[tb, ys])
-        delta[~stays] = np.inf
         i = int(np.argmin(delta))
         if delta[i] >= -1e-12 * float(self.cost[a]):
             return
