@@ -13,7 +13,7 @@ from palopt import Instance, Job, build_cluster
 from palopt.cost import assert_feasible
 from palopt.errors import InputError
 from palopt.solvers.greedy import PACKING, GreedyPlacer, GreedySolver
-from palopt.solvers.local import polish
+from palopt.solvers.local import MAX_ROUNDS, _search, _State, polish
 from palopt.solvers.round import make_round, round_cost
 
 PENALTY = np.array([[1.0, 1.7, 2.0]] * 2)
@@ -127,6 +127,43 @@ def test_polish_keeps_the_jobs_and_never_costs_more(
         assert round_cost(inst, out) <= cost + 1e-9
         again = polish(rnd, start)
         assert all(np.array_equal(again[p], out[p]) for p in out)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shape=st.sampled_from([(2, 2, 4), (3, 2, 4), (3, 2, 8), (4, 2, 2)]),
+    seed=st.integers(0, 10**6),
+    busy_share=st.sampled_from([0.0, 0.25]),
+    fill=st.sampled_from([0.5, 0.8, 1.0]),
+)
+def test_local_search_keeps_its_loose_gpus_in_step_with_the_placement(
+    shape: tuple[int, int, int], seed: int, busy_share: float, fill: float
+) -> None:
+    """A job at the top tier swaps its bottleneck only with GPUs marked loose (usable, and free
+    or held by a 1-GPU or top-tier job) or in its bottleneck's rack: after every move of a
+    search the mark must match the placement, or such swaps would miss GPUs or take bad ones."""
+    inst = _random_instance(shape, seed, busy_share, fill)
+    rnd = make_round(inst)
+    _, start = GreedyPlacer(rnd).place(list(rnd.open_positions))
+    state = _State(rnd, start)
+    _search(state, MAX_ROUNDS, np.inf)
+    assert_feasible(inst, _assignment(inst, state.best))
+    owner = state.owner
+    anywhere = (owner < 0) | (state.k[owner] == 1) | (state.tier[owner] == state.top_tier)
+    assert np.array_equal(state.loose, rnd.free & anywhere)
+
+
+def test_a_gpu_left_free_by_a_move_is_loose() -> None:
+    """A rack-wide job consolidating into one server frees the GPU it left in the other: that
+    GPU is then open to the swaps of jobs at the top tier."""
+    inst = Instance(
+        build_cluster(2, 2, 2), ("A",), np.ones((1, 8)), PENALTY[:1], (Job("a", 2, "A"),)
+    )
+    rnd = make_round(inst)
+    state = _State(rnd, {0: np.array([0, 2])})  # a over the rack's two servers, GPU 1 free
+    state.consolidate(0)
+    assert state.best[0].tolist() == [0, 1]
+    assert state.loose.tolist() == [False, False] + [True] * 6
 
 
 @settings(max_examples=40, deadline=None)

@@ -80,6 +80,7 @@ class _State(Incumbent):
         groups = dense_groups(inst)
         self.groups = np.stack(groups)
         usable = np.flatnonzero(rnd.free)
+        self.top_tier = len(groups) - 1
         # Per tier: the usable GPUs by group, and where each group starts.
         self.by_group = [usable[np.argsort(g[usable], kind="stable")] for g in groups]
         self.starts = [
@@ -106,6 +107,11 @@ class _State(Incumbent):
         self.m2 = np.zeros(n)  # second largest (0 for a 1-GPU job)
         self.cost = np.zeros(n)
         self.dirty = np.zeros(n, dtype=bool)  # changed since its last swap attempt
+        # Per GPU: usable and free or held by a job that may take a GPU anywhere (a 1-GPU job,
+        # or one at the top tier). Only such GPUs, and those of x's own group of the tier
+        # below the top, can trade with a bottleneck x of a job at the top tier.
+        self.loose = np.zeros(inst.topology.n_gpus, dtype=bool)
+        self.loose[usable] = True
         for p in chosen:
             self._refresh(p)
 
@@ -118,9 +124,12 @@ class _State(Incumbent):
         self.tier[j] = self.topology.tier_index(s)
         self.cost[j] = self.w[j] * self.m1[j] * self.pen[self.cls[j], self.tier[j]]
         self.dirty[j] = True
+        self.loose[s] = self.k[j] == 1 or self.tier[j] == self.top_tier
 
     def _apply(self, new_sets: dict[int, np.ndarray]) -> None:
+        vacated = np.concatenate([self.best[j] for j in new_sets])
         self.move(new_sets)
+        self.loose[vacated] = True  # free now, unless a moved job took it back (set below)
         for j in new_sets:
             self._refresh(j)
 
@@ -134,7 +143,12 @@ class _State(Incumbent):
             self._swap_ties(a)  # another GPU is as slow: no single swap helps
             return
         if self.k[a] > 1:
-            ys = self._members(t, self.groups[t, x])
+            if 0 < t == self.top_tier:  # the loose GPUs and x's group below the top, by index
+                near = self.loose.copy()
+                near[self._members(t - 1, self.groups[t - 1, x])] = True
+                ys = np.flatnonzero(near)
+            else:
+                ys = self._members(t, self.groups[t, x])
             ys = ys[self.sf[c, ys] < self.m1[a]]
         else:
             ys = self.by_speed[c][: np.searchsorted(self.sorted_sf[c], self.m1[a])]
