@@ -140,8 +140,9 @@ def test_local_search_keeps_its_loose_gpus_in_step_with_the_placement(
     shape: tuple[int, int, int], seed: int, busy_share: float, fill: float
 ) -> None:
     """A job at the top tier swaps its bottleneck only with GPUs marked loose (usable, and free
-    or held by a 1-GPU or top-tier job) or in its bottleneck's rack: after every move of a
-    search the mark must match the placement, or such swaps would miss GPUs or take bad ones."""
+    or held by a 1-GPU or top-tier job) or in its bottleneck's rack: every move keeps the mark,
+    so after a search it matches the placement (else such swaps would miss GPUs or take bad
+    ones)."""
     inst = _random_instance(shape, seed, busy_share, fill)
     rnd = make_round(inst)
     _, start = GreedyPlacer(rnd).place(list(rnd.open_positions))
