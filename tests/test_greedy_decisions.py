@@ -61,6 +61,14 @@ def test_a_tie_between_a_rack_and_the_whole_cluster_goes_to_the_rack() -> None:
     assert r.objective == 1.875
 
 
+def test_a_rack_cheaper_than_every_server_by_a_hair_is_taken() -> None:
+    # The greedy skips a tier only when its floor (the k-th fastest free GPU anywhere times the
+    # tier's penalty) cannot beat the best so far. Each server's second GPU runs at 1.71, so the
+    # best server costs 1.71; the two fast GPUs across the rack cost 1.0 * 1.7 = 1.70, cheaper.
+    sd = np.array([[1.0, 1.71, 1.0, 1.71]])
+    assert _best_for_one_job(sd, 2, 2, 2, packing=None) == (1.7, [0, 2])
+
+
 def test_packing_may_use_a_group_that_costs_exactly_its_slack_more() -> None:
     # Catches: the packing cap taken as strict (``< cap`` instead of ``<= cap``): a job may
     # cost *up to* 1 + PACKING times its cheapest placement.
@@ -162,6 +170,26 @@ def test_swap_counts_the_gain_of_the_job_giving_up_its_bottleneck() -> None:
     assert {p: g.tolist() for p, g in out.items()} == {0: [1, 2], 1: [0, 3], 2: [4]}
     assert round_cost(inst, out) == pytest.approx(3.0)
     assert round_cost(inst, out) == pytest.approx(brute_force(inst))
+
+
+def test_a_cluster_wide_job_swaps_with_a_rack_wide_job_in_its_bottlenecks_rack() -> None:
+    # Catches: a job at the top tier pricing only the GPUs whose owners may move anywhere (free,
+    # 1-GPU and top-tier jobs) and not those of its bottleneck's rack, whose rack-wide owners
+    # stay in their rack when they take the bottleneck.
+    # Two racks of two 2-GPU servers, GPUs 5-7 busy. Job a (class A) is on GPUs 0 (1.5 for A)
+    # and 4, across racks (2.0); job b (class B, 1.0 everywhere) on GPUs 1-3 in rack 0 (1.7).
+    # GPU 2 is the only GPU faster for A than 1.5: trading GPUs 0 and 2 keeps b in rack 0 and
+    # takes a from 3.0 to 2.0.
+    busy = np.array([False] * 5 + [True] * 3)
+    sd = np.array([[1.5, 1.5, 1.0, 1.5, 1.0, 1.0, 1.0, 1.0], [1.0] * 8])
+    queue = (Job("a", 2, "A"), Job("b", 3, "B"))
+    pen = np.array([[1.0, 1.7, 2.0]] * 2)
+    inst = Instance(build_cluster(2, 2, 2), ("A", "B"), sd, pen, queue, busy)
+    rnd = make_round(inst)
+    out = polish(rnd, {0: np.array([0, 4]), 1: np.array([1, 2, 3])})
+    assert_feasible_positions(inst, out)
+    assert {p: g.tolist() for p, g in out.items()} == {0: [2, 4], 1: [0, 1, 3]}
+    assert round_cost(inst, out) == pytest.approx(3.7)
 
 
 def test_swap_making_no_gain_is_not_made() -> None:
