@@ -291,3 +291,60 @@ def test_a_solver_that_placed_other_jobs_gives_no_reference(monkeypatch) -> None
     assert pmfirst.objective < cpsat.objective
     assert {(r.reference, r.reference_kind) for r in rows} == {(cpsat.objective, "optimum")}
     assert cpsat.gap == 0.0 and math.isnan(pmfirst.gap)
+
+
+def test_summary_max_gap_is_the_largest_whatever_the_rows_order() -> None:
+    """The max gap is the largest of the family's gaps, not the last row's."""
+    rows = [_row("greedy", s, g, 0.1) for s, g in enumerate([0.3, 0.1, 0.2])]
+    (d,) = summarise(rows)
+    assert (d["gap_median"], d["gap_max"]) == (pytest.approx(0.2), pytest.approx(0.3))
+
+
+def test_the_plot_draws_the_median_of_several_families_at_one_size(tmp_path, monkeypatch) -> None:
+    """Several families at one cluster size and load (other profiles or server sizes) are one
+    point: the median of their median gaps."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.axes import Axes
+
+    drawn: list[tuple[str, list, list]] = []
+    real = Axes.plot
+
+    def record(self, x, y, *args, **kwargs):
+        drawn.append((kwargs.get("label"), list(x), [float(v) for v in y]))
+        return real(self, x, y, *args, **kwargs)
+
+    monkeypatch.setattr(Axes, "plot", record)
+    fams = [
+        ("16g-4ps-50%-longhorn", 16, 4, 0.5, "longhorn"),
+        ("16g-4ps-50%-synthetic", 16, 4, 0.5, "synthetic"),
+        ("16g-2ps-50%-longhorn", 16, 2, 0.5, "longhorn"),
+    ]
+    rows = [
+        _row("greedy", 0, g, 0.1, family=f) for f, g in zip(fams, (0.01, 0.06, 0.02), strict=True)
+    ]
+    plot_gaps(tmp_path / "gaps.png", summarise(rows))
+    assert drawn == [("greedy", [16], [pytest.approx(2.0)])]
+
+
+def test_the_lagrangian_bound_starts_from_the_best_comparable_cost(monkeypatch) -> None:
+    """The Lagrangian bound is given the least cost of a solver that placed the admitted jobs,
+    not the lower cost of one that left a job out; with no such solver it does not run."""
+    uppers: list[float] = []
+    real = runner.lagrangian_bound
+
+    def recorded(rnd, upper, time_limit):
+        uppers.append(upper)
+        return real(rnd, upper, time_limit=time_limit)
+
+    monkeypatch.setattr(runner, "lagrangian_bound", recorded)
+    _edit_results(monkeypatch, lambda name, r: drop_last_placed_job(r) if name == "pmfirst" else r)
+    rows = run_instance(SMALL, 0, _specs("pmfirst", "greedy"), 1.0, 0, 0.25)
+    short, greedy = rows
+    assert short.n_placed < short.n_jobs and short.objective < greedy.objective
+    assert uppers == [greedy.objective]
+    assert greedy.reference <= greedy.objective
+    (alone,) = run_instance(SMALL, 0, _specs("pmfirst"), 1.0, 0, 0.25)
+    assert uppers == [greedy.objective]
+    assert math.isnan(alone.gap) and alone.reference == lower_bound(
+        make_round(make_instance(SMALL, 0))
+    )

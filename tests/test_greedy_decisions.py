@@ -41,7 +41,8 @@ def _best_for_one_job(
 
 
 def test_a_tie_between_a_rack_and_the_whole_cluster_goes_to_the_rack() -> None:
-    # Catches: the top tier (a single group) winning a tie (``<=`` instead of ``<``).
+    # The top tier (a single group) must not win a tie: its floor cannot beat the rack, so it
+    # is skipped before it is priced (and priced, ``<`` would keep the rack too).
     # Two racks of two 2-GPU servers. The 3-GPU job costs 1.25 * 1.5 = 1.875 in rack 0 (GPUs
     # 0, 1, 2) and 1.0 * 1.875 = 1.875 on its three fastest GPUs 0, 1, 4 across racks (all
     # binary-exact). On a tie the lower tier, the rack, wins; nothing is cheaper afterwards.
@@ -292,3 +293,28 @@ def test_packing_finishes_a_job_on_the_server_with_fewest_free_gpus() -> None:
     assert chosen[0].tolist() == [0, 1, 2, 3, 9]
     assert chosen[1].tolist() == [4, 5, 6, 7]
     assert cost == pytest.approx(1.7 + 1.0)
+
+
+def test_a_tie_between_a_server_and_a_rack_goes_to_the_server() -> None:
+    """A job whose best server and best rack cost the same stays on the server, also when the
+    rack's k-th GPU is slower than the fastest free GPUs (so the floor does not skip the rack
+    tier and the tie is decided by the comparison itself)."""
+    # Two racks of two 2-GPU servers. Server 0 (GPUs 0, 1) costs 1.25 * 1.7 at penalty 1.0;
+    # rack 0's two fastest GPUs (0 and 2) cost 1.25 at penalty 1.7: the same float. The floor
+    # of the rack tier (GPUs 0 and 4 at 1.0, times 1.7) is below it; the cluster's (2.5) not.
+    tie = 1.25 * 1.7
+    sd = np.array([[1.0, tie, 1.25, 3.0, 1.0, 3.0, 3.0, 3.0]])
+    inst = Instance(
+        build_cluster(2, 2, 2), ("A",), sd, np.array([[1.0, 1.7, 2.5]]), (Job("j", 2, "A"),)
+    )
+    rnd = make_round(inst)
+    for placer in (GreedyPlacer(rnd), GreedyPlacer(rnd, packing=PACKING)):
+        cost, gpus = placer.best(rnd.free.copy(), 0, 2)
+        assert_feasible_positions(inst, {0: gpus})
+        assert cost == tie
+        assert sorted(gpus.tolist()) == [0, 1]
+    r = solve(inst, "greedy")
+    assert_feasible(inst, r)
+    assert r.assignment()["j"] == (0, 1)
+    assert inst.topology.tier_of(r.assignment()["j"]) == "server"
+    assert r.objective == tie

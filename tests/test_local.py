@@ -51,6 +51,25 @@ def test_tied_bottleneck_gpus_are_traded_together() -> None:
     assert round_cost(inst, out) == pytest.approx(4.0)
 
 
+def test_tied_bottleneck_gpus_go_to_fast_gpus_of_any_job_not_to_a_slow_free_one() -> None:
+    """Trading tied bottleneck GPUs moves every job that gives a GPU, the first job in the
+    queue too (else two jobs would share a GPU), and takes only GPUs no slower than the job's
+    next slowest: a slow free GPU listed first is passed over for fast GPUs held by jobs."""
+    # One 8-GPU server. The 4-GPU job of class A (queue position 1) is on GPUs 1-4, two of them
+    # at 1.3. GPU 0 is free but at 1.4 for A; GPUs 5-7 are fast for A and held by 1-GPU jobs of
+    # class B (position 0 first), for which every GPU is alike.
+    sd = np.array([[1.4, 1.0, 1.0, 1.3, 1.3, 1.0, 1.0, 1.0], [1.0] * 8])
+    queue = (Job("s1", 1, "B"), Job("quad", 4, "A"), Job("s2", 1, "B"), Job("s3", 1, "B"))
+    inst = Instance(build_cluster(1, 1, 8), ("A", "B"), sd, PENALTY, queue)
+    rnd = make_round(inst)
+    start = {0: np.array([5]), 1: np.array([1, 2, 3, 4]), 2: np.array([6]), 3: np.array([7])}
+    out = polish(rnd, start)
+    assert_feasible(inst, _assignment(inst, out))
+    assert out[1].tolist() == [1, 2, 5, 6]
+    assert sorted(out[0].tolist() + out[2].tolist()) == [3, 4]
+    assert round_cost(inst, out) == pytest.approx(4.0)
+
+
 _SPREAD = (Job("x", 4, "A"), Job("y", 4, "B"))
 
 
