@@ -320,3 +320,52 @@ def test_columns_added_after_a_cut_carry_its_coefficients() -> None:
         assert got == want, key
         on_cuts += n >= len(master.in_master) - len(master.multi) and bool(want)
     assert on_cuts
+
+
+def test_a_cut_counts_a_larger_job_once_per_smaller_job_it_could_hold() -> None:
+    # Five fast GPUs, a 4-GPU job of weight 2 and a 2-GPU job: the LP packs the large job and
+    # half of the small one into them (bound 3.5); no placement does. The packing cut in units
+    # of the small job (d = 2) counts the large job twice, is broken, and closes the gap to the
+    # optimum 4.0, which the solve then proves without a model. Catches separation counting
+    # each column once whatever its size (the cut never found, the bound left at 3.5).
+    inst = Instance(
+        build_cluster(1, 1, 8),
+        ("A",),
+        np.array([[1.0] * 5 + [2.0] * 3]),
+        np.ones((1, 3)),
+        (Job("a", 4, "A", 2.0), Job("b", 2, "A")),
+    )
+    optimum = brute_force(inst)
+    assert optimum == 4.0
+    rnd = make_round(inst)
+    cg = column_generation(rnd, _checked_greedy(rnd), time_limit=60.0, max_work=10**8)
+    assert cg.converged and any(cut.d == 2 for cut in cg.cuts)
+    assert cg.bound == pytest.approx(optimum) and cg.bound <= at_most(optimum)
+    r = solve(inst, "cpsat")
+    assert_feasible(inst, r)
+    assert r.status == Status.OPTIMAL and r.objective == pytest.approx(optimum)
+    assert r.settings["proof"] == "configuration-LP bound" and "n_vars" not in r.settings
+
+
+def test_subgradient_prices_stay_non_negative_so_the_bound_stays_below_the_optimum() -> None:
+    # Three 4-GPU servers, two 4-GPU jobs and a 1-GPU job: a GPU the relaxation stops using
+    # has its price lowered, and a step past zero (a negative price) makes the Lagrangian bound
+    # exceed the optimum (5.55 over 5.5 within 20 steps). Catches the prices' projection onto
+    # p >= 0 dropped from the subgradient step.
+    inst = Instance(
+        build_cluster(1, 3, 4),
+        ("A",),
+        np.array([[1.5, 1.0, 2.0, 1.5, 1.5, 1.5, 2.0, 1.1, 1.0, 1.1, 1.5, 1.1]]),
+        np.array([[1.0, 1.5, 2.0]]),
+        (Job("a", 4, "A"), Job("b", 4, "A"), Job("c", 1, "A", 2.0)),
+    )
+    exact = solve(inst, "cpsat")  # brute force takes 2 s here
+    assert_feasible(inst, exact)
+    assert exact.status == Status.OPTIMAL and exact.objective == pytest.approx(5.5)
+    optimum = exact.objective
+    rnd = make_round(inst)
+    ub = round_cost(inst, _checked_greedy(rnd))
+    for steps in (20, 100):
+        bound, made = lagrangian_bound(rnd, ub, time_limit=60.0, iterations=steps)
+        assert made <= steps and bound <= at_most(optimum), (steps, bound)
+    assert bound > 0.95 * optimum  # the prices did raise it (5.0 at zero prices)

@@ -594,3 +594,24 @@ def test_a_back_end_answer_that_breaks_a_row_is_ignored_even_if_it_decodes_well(
     assert_feasible(inst, r)
     assert r.status == Status.NO_SOLUTION and r.settings["best_from"] == "greedy"
     assert "fallback" in r.settings and r.objective == pytest.approx(OPTIMUM)
+
+
+@pytest.mark.parametrize(("short", "proven"), [(1.5e-6, False), (0.5e-6, True)])
+def test_the_column_generation_bound_proves_a_placement_within_the_gap_alone(
+    monkeypatch: pytest.MonkeyPatch, short: float, proven: bool
+) -> None:
+    # Column generation's bound is made ``short`` (relative) under the optimum it reaches, and
+    # the back end finds nothing: the optimal placement is "optimal" only if that bound is
+    # within the gap (1e-6). The rounding's allowance (2 / scale) is for the back end's
+    # rounded model, not for this float bound. Catches a looser tolerance for the bound's proof
+    # (twice the gap called a placement 1.5e-6 from its bound optimal).
+    def short_bound(cg: Any) -> None:
+        cg.bound = OPTIMUM * (1 - short)
+
+    _edit_column_generation(monkeypatch, short_bound)
+    inst = _three_pairs_two_racks()
+    r = _NoAnswer().solve(inst)
+    assert_feasible(inst, r)
+    assert r.objective == pytest.approx(OPTIMUM)
+    assert (r.status == Status.OPTIMAL) == proven and ("proof" in r.settings) == proven
+    assert r.bound == pytest.approx(OPTIMUM * (1 - short), rel=1e-12)
