@@ -8,13 +8,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from palopt import Instance, Job, Topology, build_cluster
-from palopt.cost import assert_feasible
+from palopt.cost import assert_feasible, check_feasible
 from palopt.errors import InputError
 from palopt.instance import penalty_matrix
 from palopt.result import Action, PlacementResult
 from palopt.solvers import heuristics
 from palopt.solvers.base import get_solver, list_solvers
 from palopt.solvers.heuristics import (
+    VARIANTS,
     RoundContext,
     choose_packed,
     choose_pal,
@@ -633,3 +634,101 @@ def test_only_random_nonsticky_is_not_repeatable() -> None:
         True,
         False,
     ]
+
+
+def test_pal_prices_within_a_server_at_the_server_tier_not_an_nvlink_island() -> None:
+    """PAL, as in the artifact, prices its within-server option at the server tier's penalty,
+    even when the topology has NVLink islands below it: a cheap NVLink penalty must not draw a
+    job onto one server whose GPUs it then spans across islands (charged the server tier).
+
+    2 servers x 4 GPUs in islands of 2, slowdowns 1.0 1.3 1.2 1.2 per server; penalties nvlink
+    1.0, server 1.5, rack 1.6. A 2-GPU job: (L0, across) costs 1.0 x 1.6 < (L1, within)
+    1.2 x 1.5, so PAL takes the two fast GPUs g0 and g4 (cost 1.6). Priced at the NVLink
+    penalty, within (1.2) would have won: g0 and g2, charged 1.2 x 1.5 = 1.8."""
+    topo = build_cluster(1, 2, 4, nvlink_island=2)
+    assert topo.tiers == ("nvlink", "server", "rack", "cluster")
+    penalty = penalty_matrix(
+        topo, ("c0",), {"nvlink": 1.0, "server": 1.5, "rack": 1.6, "cluster": 1.6}
+    )
+    inst = Instance(
+        topo, ("c0",), np.array([[1.0, 1.3, 1.2, 1.2] * 2]), penalty, (Job("x", 2, "c0"),)
+    )
+    for variant in VARIANTS:
+        result = solve("pal", inst, variant=variant)
+        assert check_feasible(inst, result) == []
+        placement = result.placements[0]
+        assert (placement.gpus, placement.tier, placement.cost) == ((0, 4), "rack", 1.6)
+
+
+@pytest.mark.parametrize("name", STICKY)
+def test_sticky_solvers_record_their_variant(name: str) -> None:
+    """A sticky solver's result records the variant it ran (its frame has a fixed variant), so
+    a saved result tells how to make it again."""
+    inst = make([[1.0] * 4], 1, 4, (Job("a", 2, "c0", current_gpus=(0, 1)), Job("b", 1, "c0")))
+    for variant in VARIANTS:
+        result = solve(name, inst, variant=variant)
+        assert check_feasible(inst, result) == []
+        assert result.settings["variant"] == variant
+    assert "variant" not in solve("packed-nonsticky", inst).settings
+
+
+@pytest.mark.parametrize("name", ["random-sticky", "random-nonsticky"])
+def test_random_places_a_job_that_needs_every_free_gpu(name: str) -> None:
+    """Random places a job asking for exactly the GPUs left free (it needs no spare one).
+
+    4 GPUs, g1 busy: a 3-GPU job gets g0, g2 and g3, whatever the seed."""
+    inst = make([[1.0] * 4], 2, 2, (Job("x", 3, "c0"),), busy=[1])
+    for seed in range(5):
+        result = solve(name, inst, seed=seed)
+        assert check_feasible(inst, result) == []
+        assert result.placements[0].gpus == (0, 2, 3)
+        assert result.n_placed == 1
+
+
+@pytest.mark.parametrize("many_levels", [0, 10**9])
+def test_pal_takes_the_first_gpus_by_index_of_the_first_server_with_the_most(
+    many_levels: int,
+) -> None:
+    """PAL within one server takes the first server with the most GPUs of the chosen level or
+    below, and its first GPUs by index, by the level walk and by the array shortcut for
+    unbinned profiles alike (the artifact's first minimal combination).
+
+    2 servers x 4 GPUs; server 0 all at 1.0, server 1 at 1.0 1.0 2.0 2.0. A 2-GPU job: level 0
+    within; server 0 has the most level-0 GPUs: g0 and g1."""
+    inst = make([[1.0] * 4 + [1.0, 1.0, 2.0, 2.0]], 2, 4, (Job("x", 2, "c0"),))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(heuristics, "_MANY_LEVELS", many_levels)
+        for variant in VARIANTS:
+            result = solve("pal", inst, variant=variant)
+            assert check_feasible(inst, result) == []
+            assert result.placements[0].gpus == (0, 1)
+
+
+def test_the_pmfirst_solver_runs_its_fixed_variant() -> None:
+    """``get_solver("pmfirst", variant="fixed")`` places with the fixed PM-First score (the
+    tightest group able to hold the GPUs still needed), not the artifact's.
+
+    The instance of :func:`test_fixed_pal_falls_back_to_best_fit_pmfirst`: a 3-GPU job takes
+    g0, g1 and then g4 (artifact) or g8 (fixed)."""
+    row = [1.0, 1.0, 3.0, 3.0, 1.1, 1.1, 3.0, 3.0, 1.1, 3.0, 3.0, 3.0]
+    busy = [g for g, v in enumerate(row) if v == 3.0]
+    inst = make([row], 3, 4, (Job("x", 3, "c0"),), busy=busy)
+    for variant, expect in (("artifact", (0, 1, 4)), ("fixed", (0, 1, 8))):
+        result = solve("pmfirst", inst, variant=variant)
+        assert check_feasible(inst, result) == []
+        assert result.placements[0].gpus == expect
+
+
+@pytest.mark.parametrize("name", ["pal", "pmfirst", "packed-nonsticky", "random-nonsticky"])
+def test_nonsticky_jobs_after_the_stop_are_reported_blocked(name: str) -> None:
+    """Non-sticky placement stops at the first job that does not fit (no backfill): the jobs
+    after it wait, and their reason names that job, not their own size.
+
+    2 servers x 2 GPUs: a (3 GPUs) is placed, b (2) does not fit, c (1) would but waits."""
+    queue = (Job("a", 3, "c0"), Job("b", 2, "c0"), Job("c", 1, "c0"))
+    inst = make([[1.0] * 4], 2, 2, queue)
+    result = solve(name, inst)
+    assert check_feasible(inst, result) == []
+    assert [bool(p.gpus) for p in result.placements] == [True, False, False]
+    assert result.placements[1].reason == "needs 2 GPUs, 1 free"
+    assert result.placements[2].reason == "blocked: placement stopped at job 'b' (no backfill)"

@@ -358,3 +358,27 @@ def test_rewired_graphs_build_or_raise_input_errors(added, rekinded, dropped):
     except InputError:
         return
     assert topo.n_gpus == len(topo.gpu_ids) and topo.groups.shape[1] == topo.n_gpus
+
+
+def test_server_tier_is_above_the_nvlink_tier_when_there_is_one() -> None:
+    """``server_tier`` names the tier of one server, NVLink islands or not: solvers that group
+    GPUs by server (``groups[server_tier]``) and price within-server placements read it."""
+    for island, expect in ((None, 0), (2, 1)):
+        topo = build_cluster(1, 2, 4, nvlink_island=island)
+        assert topo.server_tier == expect
+        assert topo.tiers[topo.server_tier] == "server"
+        assert topo.groups[topo.server_tier].tolist() == topo.gpu_server.tolist()
+
+
+def test_a_switch_marked_root_is_the_root_whatever_the_others_are_named() -> None:
+    """``root: true`` marks the root switch even when the switches below it carry the tier name
+    ``cluster`` (a site whose pods are called clusters): the tiers read up from the pods to the
+    marked root, and GPUs of two pods share only the root's tier."""
+    g = nx.Graph(build_cluster(2, 1, 2).graph)
+    g.nodes["cluster"].update(root=True, tier="site")
+    for rack in ("rack0", "rack1"):
+        g.nodes[rack]["tier"] = "cluster"
+    topo = Topology.from_graph(g)
+    assert topo.tiers == ("server", "cluster", "site")
+    assert topo.switch_tier == {"cluster": "site", "rack0": "cluster", "rack1": "cluster"}
+    assert (topo.tier_of([0, 1]), topo.tier_of([0, 2])) == ("server", "site")
