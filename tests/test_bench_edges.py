@@ -249,19 +249,25 @@ def test_summary_is_sorted_by_size_server_load_profile_and_solver() -> None:
     assert got == [(f, s) for f in expected for s in ("greedy", "pal")]
 
 
-def test_the_plot_draws_each_loads_median_gaps_in_its_own_panel(tmp_path, monkeypatch) -> None:
-    """Each panel holds the solvers' median gaps (in %) of its load only, one point per size."""
+@pytest.fixture
+def drawn(monkeypatch) -> list[tuple[str, list, list]]:
+    """The lines the benchmark's plot draws: (label, x, y) per ``Axes.plot`` call."""
     pytest.importorskip("matplotlib")
     from matplotlib.axes import Axes
 
-    drawn: list[tuple[str, list, list]] = []
+    lines: list[tuple[str, list, list]] = []
     real = Axes.plot
 
     def record(self, x, y, *args, **kwargs):
-        drawn.append((kwargs.get("label"), list(x), [float(v) for v in y]))
+        lines.append((kwargs.get("label"), list(x), [float(v) for v in y]))
         return real(self, x, y, *args, **kwargs)
 
     monkeypatch.setattr(Axes, "plot", record)
+    return lines
+
+
+def test_the_plot_draws_each_loads_median_gaps_in_its_own_panel(tmp_path, drawn) -> None:
+    """Each panel holds the solvers' median gaps (in %) of its load only, one point per size."""
     half = ("16g-4ps-50%-longhorn", 16, 4, 0.5, "longhorn")
     full = ("16g-4ps-100%-longhorn", 16, 4, 1.0, "longhorn")
     rows = [
@@ -300,20 +306,9 @@ def test_summary_max_gap_is_the_largest_whatever_the_rows_order() -> None:
     assert (d["gap_median"], d["gap_max"]) == (pytest.approx(0.2), pytest.approx(0.3))
 
 
-def test_the_plot_draws_the_median_of_several_families_at_one_size(tmp_path, monkeypatch) -> None:
+def test_the_plot_draws_the_median_of_several_families_at_one_size(tmp_path, drawn) -> None:
     """Several families at one cluster size and load (other profiles or server sizes) are one
     point: the median of their median gaps."""
-    pytest.importorskip("matplotlib")
-    from matplotlib.axes import Axes
-
-    drawn: list[tuple[str, list, list]] = []
-    real = Axes.plot
-
-    def record(self, x, y, *args, **kwargs):
-        drawn.append((kwargs.get("label"), list(x), [float(v) for v in y]))
-        return real(self, x, y, *args, **kwargs)
-
-    monkeypatch.setattr(Axes, "plot", record)
     fams = [
         ("16g-4ps-50%-longhorn", 16, 4, 0.5, "longhorn"),
         ("16g-4ps-50%-synthetic", 16, 4, 0.5, "synthetic"),
