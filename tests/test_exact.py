@@ -812,9 +812,20 @@ def test_budget_counts_work_and_gives_back_what_a_step_left() -> None:
     assert budget.left() == pytest.approx(7.0)
     assert budget.take(-1.0) == 0.0 and budget.left() == pytest.approx(7.0)
     assert budget.wall(share) == np.inf
+    assert budget.count(0.0, "search") == 1  # an empty share still counts one unit, not none
     clock = Budget(10.0, deterministic=False)
     clock.settle(clock.take(5.0), "cg", 0)  # by the wall clock only time counts
     assert clock.count(5.0, "cg") is None and clock.left() > 9.0
+
+
+def test_budget_left_is_never_negative_once_the_limit_has_passed() -> None:
+    # By the wall clock a step may end after the limit: the time left is then none, not a
+    # negative share the next steps or the back end would be handed.
+    import time
+
+    clock = Budget(1e-3, deterministic=False)
+    time.sleep(0.01)
+    assert clock.left() == 0.0 and clock.take(1.0) == 0.0
 
 
 def test_deterministic_mode_hands_unused_shares_on() -> None:
@@ -930,7 +941,9 @@ def test_bad_options_name_the_field() -> None:
         ("scale", True),
         ("scale", MIN_SCALE / 2),  # coarser: "optimal" would say little
         ("gap", False),
+        ("gap", 1.0),  # a relative gap of 100% would call any placement optimal
         ("workers", 2.0),
+        ("formulation", "dense"),
     ):
         with pytest.raises(InputError, match=f"cpsat.{key} = "):
             get_solver("cpsat", **{key: value})
@@ -1144,6 +1157,29 @@ def test_model_arrays_are_kept_until_a_row_is_added() -> None:
     lengths, idx, coef, lo, hi = sp.matrix()
     assert lengths.tolist() == [2, 1] and idx.tolist() == [x, y, x] and hi.tolist() == [2, 0]
     assert not sp.satisfied(np.array([1, 1])) and sp.satisfied(np.array([0, 2]))
+
+
+def test_model_check_refuses_a_value_outside_a_variable_s_bounds() -> None:
+    # A back end's answer must respect each variable's bounds, not only the rows: a variable
+    # above its upper bound (a 2-GPU job taking three GPUs of a type that has two) is refused
+    # even when no row reads it.
+    sp = SparseModel()
+    sp.var(2)  # read by no row
+    y = sp.var(1)
+    sp.row([y], [1], 0, 1)
+    assert sp.satisfied(np.array([2, 1]))
+    assert not sp.satisfied(np.array([3, 1]))
+    assert not sp.satisfied(np.array([-1, 1]))
+
+
+def test_model_reads_a_float_answer_to_the_nearest_integer() -> None:
+    # HiGHS and CBC answer in floats a hair off the integers (0.9999999): the value and the check
+    # read them rounded, not truncated (which would drop a unit of cost).
+    sp = SparseModel()
+    x, y = sp.var(3, cost=5), sp.var(3, cost=7)
+    sp.row([x, y], [1, 1], 2, 2)
+    answer = np.array([0.9999999, 1.0000001])
+    assert sp.value(answer) == 12 and sp.satisfied(answer)
 
 
 def test_interchangeable_jobs_keep_one_order_and_any_placement_starts() -> None:

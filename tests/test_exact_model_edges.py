@@ -135,12 +135,14 @@ class _Recording:
 
     def __init__(self, limit: int = 50, answer=None) -> None:
         self.calls: list[int] = []
+        self.given: list[tuple[object, object, float]] = []  # (model, start, seconds) per call
         self.limit = limit
         self.answer = answer
         self.solver = CpSatSolver(deterministic=True)
 
     def __call__(self, sp, start, seconds, seed):
         self.calls.append(sp.n_vars)
+        self.given.append((sp, start, seconds))
         assert len(self.calls) <= self.limit, "the region search does not end"
         if self.answer is not None:
             return self.answer(sp)
@@ -322,3 +324,98 @@ def test_a_region_of_one_gpu_jobs_is_passed_over_not_the_end(seed: int) -> None:
     )
     assert_feasible_positions(inst, best)
     assert round_cost(inst, best) == 4.0
+
+
+def test_each_region_is_started_from_the_placement_and_held_to_its_step_limit() -> None:
+    """Every region sub-model is given the current placement of its jobs as a start (a solution
+    of the sub-model, so the back end never returns worse), and at most ``step_limit`` seconds
+    for a region of ``region_gpus`` GPUs: one region cannot take the whole time limit."""
+    from palopt.solvers.exact.refine import reoptimise_regions
+
+    inst, start = _two_pairs_per_rack_half()
+    run = _Recording()
+    best, _ = reoptimise_regions(
+        make_round(inst), start, run, SCALE, time_limit=30.0, region_gpus=4, step_limit=0.25
+    )
+    assert_feasible_positions(inst, best)
+    assert round_cost(inst, best) == 4.0
+    assert run.given
+    for sp, begin, seconds in run.given:
+        assert begin is not None and sp.satisfied(begin)
+        assert 0 < seconds <= 0.25
+
+
+def test_regions_grow_only_after_a_whole_pass_without_gain() -> None:
+    """A gain in a region starts the pass over: both racks are improved, then visited once more
+    without gain, and only then would the regions double (to the whole round, which ends the
+    search): four sub-models, not two."""
+    from palopt.solvers.exact.refine import reoptimise_regions
+
+    inst, start = _two_pairs_per_rack_half()
+    run = _Recording()
+    best, _ = reoptimise_regions(
+        make_round(inst), start, run, SCALE, time_limit=np.inf, region_gpus=4
+    )
+    assert_feasible_positions(inst, best)
+    assert round_cost(inst, best) == 4.0
+    assert len(run.calls) == 4
+
+
+def test_region_work_counts_each_sub_model_and_never_overruns_its_limit() -> None:
+    """Deterministic mode: each sub-model costs ``SUBMODEL_WORK`` on top of the back end's own
+    work, and no sub-model is started that the work left cannot pay for (the back end would get
+    a negative limit): under one sub-model's work no back end runs and the placement comes back
+    as given; with one and a half, exactly one runs."""
+    from palopt.solvers.exact.refine import SUBMODEL_WORK, reoptimise_regions
+    from palopt.solvers.exact.runner import BackendAnswer
+
+    inst, start = _two_pairs_per_rack_half()
+    rnd = make_round(inst)
+
+    def nothing(sp):
+        return BackendAnswer(Status.NO_SOLUTION, None, None)
+
+    run = _Recording(answer=nothing)
+    best, work = reoptimise_regions(
+        rnd, start, run, SCALE, np.inf, region_gpus=4, max_work=int(SUBMODEL_WORK) // 2
+    )
+    assert not run.calls and work == 0
+    assert {p: g.tolist() for p, g in best.items()} == {p: g.tolist() for p, g in start.items()}
+    run = _Recording(answer=nothing)
+    _, work = reoptimise_regions(
+        rnd, start, run, SCALE, np.inf, region_gpus=4, max_work=int(1.5 * SUBMODEL_WORK)
+    )
+    assert len(run.calls) == 1 and work == SUBMODEL_WORK
+    assert all(seconds > 0 for _, _, seconds in run.given)
+
+
+def test_an_improving_step_resets_the_search_s_patience() -> None:
+    """``patience`` counts steps in a row without gain: with a patience of one, the search goes
+    on after its first step improves the placement (to the optimum here) and stops after the
+    next step, which brings nothing; it does not stop at the first step."""
+    from palopt.solvers.exact.search import MULTI_WORK, STEP_WORK, improve
+
+    inst, start = _two_pairs_per_rack_half()
+    n = inst.topology.n_gpus
+    largest_step = STEP_WORK[0] + STEP_WORK[1] * n + 4 * (MULTI_WORK[0] + MULTI_WORK[1] * n)
+    best, work = improve(make_round(inst), start, np.inf, seed=0, patience=1)
+    assert_feasible_positions(inst, best)
+    assert round_cost(inst, best) == 4.0
+    assert largest_step < work <= 2 * largest_step
+
+
+def test_a_search_step_counts_the_work_of_each_job_it_replaces() -> None:
+    """Deterministic mode: a step costs ``STEP_WORK`` for the cluster, ``MULTI_WORK`` for each
+    multi-GPU job and ``SINGLE_WORK`` for each 1-GPU job it re-places. On one 4-GPU server every
+    step re-places every job, and from an optimal placement the search (patience 1) takes one."""
+    from palopt.solvers.exact.search import MULTI_WORK, SINGLE_WORK, STEP_WORK, improve
+
+    queue = (Job("a", 2, "A"), Job("b", 1, "A"), Job("c", 1, "A"))
+    inst = Instance(build_cluster(1, 1, 4), ("A",), np.ones((1, 4)), np.ones((1, 3)), queue)
+    start = {0: np.array([0, 1]), 1: np.array([2]), 2: np.array([3])}
+    best, work = improve(make_round(inst), start, np.inf, seed=0, patience=1)
+    assert_feasible_positions(inst, best)
+    assert round_cost(inst, best) == round_cost(inst, start) == brute_force(inst)
+    n = inst.topology.n_gpus
+    one_step = STEP_WORK[0] + STEP_WORK[1] * n + MULTI_WORK[0] + MULTI_WORK[1] * n
+    assert work == int(one_step + 2 * SINGLE_WORK)

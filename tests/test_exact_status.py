@@ -405,6 +405,9 @@ def test_cbc_is_given_the_solve_s_gap_and_seed(monkeypatch: pytest.MonkeyPatch) 
     (kwargs,) = given
     assert kwargs["gapRel"] == 1e-4 and 0 < kwargs["gapAbs"] < 1
     assert "randomSeed 8" in kwargs["options"] and kwargs["warmStart"]
+    # One worker: no threads option ("-threads 1" runs CBC's parallel code, which now and then
+    # waits 10 s for its thread to start, whatever the time limit).
+    assert kwargs["threads"] is None
 
 
 def test_a_dearer_step_placement_does_not_replace_the_incumbent(
@@ -615,3 +618,82 @@ def test_the_column_generation_bound_proves_a_placement_within_the_gap_alone(
     assert r.objective == pytest.approx(OPTIMUM)
     assert (r.status == Status.OPTIMAL) == proven and ("proof" in r.settings) == proven
     assert r.bound == pytest.approx(OPTIMUM * (1 - short), rel=1e-12)
+
+
+def _model_and_greedy_start(inst: Instance) -> tuple[Any, np.ndarray]:
+    """The whole-round model of ``inst`` (shrunk by the greedy cost) and the greedy start."""
+    from palopt.solvers.exact.model import build_model
+    from palopt.solvers.greedy import greedy_assignment
+    from palopt.solvers.round import round_cost
+
+    rnd = make_round(inst)
+    greedy = greedy_assignment(rnd)
+    model = build_model(rnd, DEFAULT_SCALE, round_cost(inst, greedy))
+    start = model.start(greedy, rnd)
+    assert start is not None and model.sparse.satisfied(start)
+    return model, start
+
+
+def test_cbc_solves_models_up_to_its_size_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Models of more than CBC_MAX_NONZEROS nonzeros are not given to CBC (its first LP ignores
+    # the time limit); a model of exactly that many still is. Catches the limit made exclusive.
+    import palopt.solvers.exact.milp as milp
+
+    inst = _three_pairs_two_racks()
+    model, start = _model_and_greedy_start(inst)
+    size = model.sparse.n_nonzeros
+    monkeypatch.setattr(milp, "CBC_MAX_NONZEROS", size)
+    answer = MilpSolver(backend="cbc").run(model.sparse, start, 10.0, 0)
+    assert answer.status == Status.OPTIMAL and model.sparse.satisfied(answer.solution)
+    placed = {inst.queue[p].id: g for p, g in model.decode(answer.solution).items()}
+    assert_feasible(inst, placed)
+    monkeypatch.setattr(milp, "CBC_MAX_NONZEROS", size - 1)
+    refused = MilpSolver(backend="cbc").run(model.sparse, start, 10.0, 0)
+    assert refused.status == Status.NO_SOLUTION and refused.solution is None
+
+
+def test_a_started_cbc_solve_is_handed_the_start_s_values(monkeypatch: pytest.MonkeyPatch) -> None:
+    # warm_start gives CBC the best placement so far: every variable's initial value (what
+    # PuLP writes as CBC's starting solution) is the start's. Catches warmStart=True passed
+    # with no values set, which CBC takes as no start.
+    import pulp
+
+    seen: list[dict[str, float | None]] = []
+    real = pulp.LpProblem.solve
+
+    def spy(self: pulp.LpProblem, *args: Any, **kwargs: Any) -> Any:
+        seen.append({v.name: v.varValue for v in self.variables()})
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(pulp.LpProblem, "solve", spy)
+    inst = _three_pairs_two_racks()
+    model, start = _model_and_greedy_start(inst)
+    answer = MilpSolver(backend="cbc").run(model.sparse, start, 10.0, 0)
+    assert answer.solution is not None and model.sparse.satisfied(answer.solution)
+    assert_feasible(inst, {inst.queue[p].id: g for p, g in model.decode(answer.solution).items()})
+    (values,) = seen
+    assert values and all(value == start[int(name[1:])] for name, value in values.items())
+
+
+def test_cpsat_is_given_the_start_as_its_hint(monkeypatch: pytest.MonkeyPatch) -> None:
+    # warm_start gives CP-SAT the best placement so far as a full solution hint (every
+    # variable, at the start's value), so a short solve begins from it. Catches the hint
+    # dropped.
+    from ortools.sat.python import cp_model
+
+    hints = []
+
+    class Spy(cp_model.CpSolver):
+        def solve(self, model, *args, **kwargs):  # type: ignore[no-untyped-def]
+            hints.append(model.proto.solution_hint)
+            return super().solve(model, *args, **kwargs)
+
+    monkeypatch.setattr(cp_model, "CpSolver", Spy)
+    inst = _three_pairs_two_racks()
+    model, start = _model_and_greedy_start(inst)
+    answer = CpSatSolver().run(model.sparse, start, 10.0, 0)
+    assert answer.solution is not None and model.sparse.satisfied(answer.solution)
+    assert_feasible(inst, {inst.queue[p].id: g for p, g in model.decode(answer.solution).items()})
+    (hint,) = hints
+    assert list(hint.vars) == list(range(model.sparse.n_vars))
+    assert list(hint.values) == start.tolist()
