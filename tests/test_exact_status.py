@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+from helpers import assert_feasible_positions
 from test_exact import _busy_and_kept, _three_pairs_two_racks
 
 from palopt import Instance, Job, build_cluster
@@ -645,8 +646,7 @@ def test_cbc_solves_models_up_to_its_size_limit(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(milp, "CBC_MAX_NONZEROS", size)
     answer = MilpSolver(backend="cbc").run(model.sparse, start, 10.0, 0)
     assert answer.status == Status.OPTIMAL and model.sparse.satisfied(answer.solution)
-    placed = {inst.queue[p].id: g for p, g in model.decode(answer.solution).items()}
-    assert_feasible(inst, placed)
+    assert_feasible_positions(inst, model.decode(answer.solution))
     monkeypatch.setattr(milp, "CBC_MAX_NONZEROS", size - 1)
     refused = MilpSolver(backend="cbc").run(model.sparse, start, 10.0, 0)
     assert refused.status == Status.NO_SOLUTION and refused.solution is None
@@ -670,7 +670,7 @@ def test_a_started_cbc_solve_is_handed_the_start_s_values(monkeypatch: pytest.Mo
     model, start = _model_and_greedy_start(inst)
     answer = MilpSolver(backend="cbc").run(model.sparse, start, 10.0, 0)
     assert answer.solution is not None and model.sparse.satisfied(answer.solution)
-    assert_feasible(inst, {inst.queue[p].id: g for p, g in model.decode(answer.solution).items()})
+    assert_feasible_positions(inst, model.decode(answer.solution))
     (values,) = seen
     assert values and all(value == start[int(name[1:])] for name, value in values.items())
 
@@ -693,7 +693,7 @@ def test_cpsat_is_given_the_start_as_its_hint(monkeypatch: pytest.MonkeyPatch) -
     model, start = _model_and_greedy_start(inst)
     answer = CpSatSolver().run(model.sparse, start, 10.0, 0)
     assert answer.solution is not None and model.sparse.satisfied(answer.solution)
-    assert_feasible(inst, {inst.queue[p].id: g for p, g in model.decode(answer.solution).items()})
+    assert_feasible_positions(inst, model.decode(answer.solution))
     (hint,) = hints
     assert list(hint.vars) == list(range(model.sparse.n_vars))
     assert list(hint.values) == start.tolist()
