@@ -7,7 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
-from helpers import brute_force
+from helpers import assert_feasible_positions, brute_force
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_exact import (
@@ -162,7 +162,7 @@ def test_reduced_cost_fixing_keeps_every_cheaper_placement(inst: Instance, slack
     kept = cg.pattern_rc(upper)
     _assert_patterns_enumerated(rnd, cg, kept, cutoff)
     for placed in _placements(rnd, upper):
-        assert_feasible(inst, {inst.queue[p].id: g for p, g in (rnd.fixed | placed).items()})
+        assert_feasible_positions(inst, rnd.fixed | placed)
         for pos, pattern, rc in _part_rcs(rnd, cg, placed):
             assert rc <= cutoff, (pos, pattern, rc, cutoff)
             if pattern is None:
@@ -276,7 +276,7 @@ def test_rounding_takes_every_column_of_lp_weight_above_a_half() -> None:
     cg = column_generation(rnd, _checked_greedy(rnd), time_limit=60.0, max_work=300_000)
     placed = round_columns(rnd, cg)
     assert sorted(placed) == sorted(rnd.open_positions)
-    assert_feasible(inst, {inst.queue[p].id: g for p, g in (rnd.fixed | placed).items()})
+    assert_feasible_positions(inst, rnd.fixed | placed)
     majority = [
         (pos, cg.columns[pos][i][0])
         for pos, ws in cg.weights.items()
