@@ -40,6 +40,25 @@ def _best_for_one_job(
     return cost, sorted(gpus.tolist())
 
 
+def _assert_one_job_tie_goes_to(
+    sd: np.ndarray, pen: np.ndarray, k: int, cost: float, gpus: list[int], tier: str
+) -> None:
+    """On two racks of two 2-GPU servers, one ``k``-GPU job of class A: both placers' best
+    placement and the greedy solver's take ``gpus`` at ``tier`` for exactly ``cost``."""
+    inst = Instance(build_cluster(2, 2, 2), ("A",), sd, pen, (Job("j", k, "A"),))
+    rnd = make_round(inst)
+    for placer in (GreedyPlacer(rnd), GreedyPlacer(rnd, packing=PACKING)):
+        got, chosen = placer.best(rnd.free.copy(), 0, k)
+        assert_feasible_positions(inst, {0: chosen})
+        assert got == cost
+        assert sorted(chosen.tolist()) == gpus
+    r = solve(inst, "greedy")
+    assert_feasible(inst, r)
+    assert r.assignment()["j"] == tuple(gpus)
+    assert inst.topology.tier_of(r.assignment()["j"]) == tier
+    assert r.objective == cost
+
+
 def test_a_tie_between_a_rack_and_the_whole_cluster_goes_to_the_rack() -> None:
     # The top tier (a single group) must not win a tie: its floor cannot beat the rack, so it
     # is skipped before it is priced (and priced, ``<`` would keep the rack too).
@@ -48,18 +67,7 @@ def test_a_tie_between_a_rack_and_the_whole_cluster_goes_to_the_rack() -> None:
     # binary-exact). On a tie the lower tier, the rack, wins; nothing is cheaper afterwards.
     sd = np.array([[1.0, 1.0, 1.25, 1.25, 1.0, 1.25, 1.25, 1.25]])
     pen = np.array([[1.0, 1.5, 1.875]])
-    inst = Instance(build_cluster(2, 2, 2), ("A",), sd, pen, (Job("j", 3, "A"),))
-    rnd = make_round(inst)
-    for placer in (GreedyPlacer(rnd), GreedyPlacer(rnd, packing=PACKING)):
-        cost, gpus = placer.best(rnd.free.copy(), 0, 3)
-        assert_feasible_positions(inst, {0: gpus})
-        assert cost == 1.875
-        assert sorted(gpus.tolist()) == [0, 1, 2]
-    r = solve(inst, "greedy")
-    assert_feasible(inst, r)
-    assert r.assignment()["j"] == (0, 1, 2)
-    assert inst.topology.tier_of(r.assignment()["j"]) == "rack"
-    assert r.objective == 1.875
+    _assert_one_job_tie_goes_to(sd, pen, 3, 1.875, [0, 1, 2], "rack")
 
 
 def test_a_rack_cheaper_than_every_server_by_a_hair_is_taken() -> None:
@@ -304,17 +312,4 @@ def test_a_tie_between_a_server_and_a_rack_goes_to_the_server() -> None:
     # of the rack tier (GPUs 0 and 4 at 1.0, times 1.7) is below it; the cluster's (2.5) not.
     tie = 1.25 * 1.7
     sd = np.array([[1.0, tie, 1.25, 3.0, 1.0, 3.0, 3.0, 3.0]])
-    inst = Instance(
-        build_cluster(2, 2, 2), ("A",), sd, np.array([[1.0, 1.7, 2.5]]), (Job("j", 2, "A"),)
-    )
-    rnd = make_round(inst)
-    for placer in (GreedyPlacer(rnd), GreedyPlacer(rnd, packing=PACKING)):
-        cost, gpus = placer.best(rnd.free.copy(), 0, 2)
-        assert_feasible_positions(inst, {0: gpus})
-        assert cost == tie
-        assert sorted(gpus.tolist()) == [0, 1]
-    r = solve(inst, "greedy")
-    assert_feasible(inst, r)
-    assert r.assignment()["j"] == (0, 1)
-    assert inst.topology.tier_of(r.assignment()["j"]) == "server"
-    assert r.objective == tie
+    _assert_one_job_tie_goes_to(sd, np.array([[1.0, 1.7, 2.5]]), 2, tie, [0, 1], "server")
