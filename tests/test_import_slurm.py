@@ -120,11 +120,30 @@ def test_errors_name_file_and_line(text: str, line: int, problem: str) -> None:
     assert info.value.field == f"topology.conf:{line}"
 
 
-def test_continuation_joins_with_a_space_ignores_trailing_blanks_and_may_end_the_file() -> None:
-    assert parse_topology_conf("SwitchName=s1\\\nNodes=a1").nodes == ("a1",)
+def test_continuation_joins_directly_ignores_trailing_blanks_and_may_end_the_file() -> None:
+    # As in Slurm: the next line follows the backslash's place directly, so a host list may be
+    # continued inside a value; blanks before the backslash or on the next line stay.
+    tree = parse_topology_conf("SwitchName=s1 Nodes=a[1-2],\\\na[5-6]\nSwitchName=t Switches=s1")
+    assert tree.nodes == ("a1", "a2", "a5", "a6")
+    assert parse_topology_conf("SwitchName=s1 Nodes=a[1-\\\n2]").nodes == ("a1", "a2")
+    assert parse_topology_conf("SwitchName=s1 \\\n  Nodes=a1").nodes == ("a1",)
+    with pytest.raises(InputError, match="'s1Nodes=a1'"):  # one word to Slurm too
+        parse_topology_conf("SwitchName=s1\\\nNodes=a1")
     text = "SwitchName=s1 Nodes=a1 \\   # blanks and a comment after the backslash\n  LinkSpeed=9"
     assert parse_topology_conf(text).nodes == ("a1",)
     assert parse_topology_conf("SwitchName=s1 Nodes=a[1-2] \\\n").nodes == ("a1", "a2")
+
+
+def test_backslash_escapes_as_in_slurm() -> None:
+    # An escaped '#' starts no comment; an escaped backslash continues no line.
+    tree = parse_topology_conf("SwitchName=s\\#1 Nodes=a1  # rack 1\nSwitchName=t Switches=s\\#1")
+    assert [s.name for s in tree.switches] == ["s#1", "t"]
+    with pytest.raises(InputError, match=r"'\\\\': expected KEY=VALUE") as info:
+        parse_topology_conf("SwitchName=s1 Nodes=a1 \\\\\nSwitchName=t Switches=s1", "t.conf")
+    assert info.value.field == "t.conf:1"
+    # An escaped backslash, then a comment: the switch loses its Nodes=.
+    with pytest.raises(InputError, match="exactly one of Nodes="):
+        parse_topology_conf("SwitchName=s\\\\#1 Nodes=a1")
 
 
 def test_a_lone_continuation_before_a_blank_line_is_an_empty_line() -> None:

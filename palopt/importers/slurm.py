@@ -9,9 +9,12 @@ Format (as Slurm reads it)::
 
 Each line names one switch and either the nodes (hosts) cabled to it or its child switches, as
 Slurm host lists (:func:`palopt.hostlist.expand_hostlist`). Keys are case-insensitive;
-``LinkSpeed`` is accepted and ignored; blanks may surround ``=``; ``#`` starts a comment; a line
-ending in ``\\`` continues on the next; a value may be written in double quotes, as Slurm allows
-(``Nodes="node[01-04]"``).
+``LinkSpeed`` is accepted and ignored; blanks may surround ``=``; a value may be written in double
+quotes, as Slurm allows (``Nodes="node[01-04]"``). Lines are read as Slurm reads them: ``#``
+starts a comment; a line ending in ``\\`` (blanks and a comment may follow it) continues on the
+next, joined directly, so ``Nodes=n[01-16],\\`` followed by ``n[33-48]`` is one host list; a
+backslash makes the character after it plain (``\\#`` is a ``#`` that starts no comment,
+``\\\\`` a backslash that continues no line).
 The switches must form one tree: one root, every other switch the child of exactly one switch,
 every node under exactly one switch.
 
@@ -43,6 +46,10 @@ _KEYS = {
     "nodes": "Nodes",
     "linkspeed": "LinkSpeed",
 }
+#: A comment: from a ``#`` after an even number of backslashes (kept, as group 1) to the end.
+_COMMENT = re.compile(r"(?<!\\)((?:\\\\)*)#.*")
+#: A backslash and the character it makes plain (none at the end of a line).
+_ESCAPE = re.compile(r"\\(.?)")
 #: A token: runs of characters other than white space and quotes, or double-quoted text.
 _TOKEN = re.compile(r'(?:[^\s"]+|"[^"]*"?)+')
 #: A field as Slurm reads it, blanks allowed around ``=``: a key, then a whole value (quoted, or
@@ -131,21 +138,20 @@ class SlurmTree:
 
 
 def _logical_lines(text: str) -> list[tuple[int, str]]:
-    """(first line number, text) of each non-empty line, comments removed, continuations joined."""
+    """(first line number, text) of each non-empty line, as Slurm reads them: comments removed,
+    continued lines joined directly, escapes resolved."""
     out: list[tuple[int, str]] = []
     pending, start = "", 0
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.split("#", 1)[0].rstrip()
+    for number, raw in enumerate([*text.splitlines(), ""], start=1):  # "": ends a continuation
+        line = _COMMENT.sub(r"\1", raw, count=1).rstrip()
         if not pending:
             start = number
-        if line.endswith("\\"):
-            pending += line[:-1] + " "
+        if (len(line) - len(line.rstrip("\\"))) % 2:  # an odd run of backslashes ends it
+            pending += line[:-1]
             continue
-        line, pending = pending + line, ""
+        line, pending = _ESCAPE.sub(r"\1", pending + line), ""
         if line.strip():
             out.append((start, line))
-    if pending.strip():
-        out.append((start, pending))
     return out
 
 
