@@ -294,6 +294,8 @@ def check_number(
     --------
     >>> check_number(360, "round")
     360.0
+    >>> check_number(-0.0, "gap", inclusive=True)  # a zero without its sign
+    0.0
     >>> check_number("abc", "round")
     Traceback (most recent call last):
     ...
@@ -311,7 +313,7 @@ def check_number(
             f"must be a finite number {'>=' if inclusive else '>'} {low:g}"
             + (f" and <= {high:g}" if high < math.inf else ""),
         )
-    return float(value)
+    return float(value) + 0.0  # -0.0 becomes 0.0
 
 
 def check_count(value: Any, field: str) -> int:

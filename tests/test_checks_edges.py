@@ -65,8 +65,9 @@ def test_a_number_is_finite_and_no_bool(value):
 
 
 def test_negative_zero_is_zero_to_the_limits():
-    """-0.0 is at the limit 0: allowed where 0 is, refused where 0 is (time limits, counts)."""
-    assert check_number(-0.0, "gap", inclusive=True) == 0
+    """-0.0 is at the limit 0: allowed where 0 is (and returned as 0.0, so settings do not show
+    "-0.0"), refused where 0 is (time limits, counts)."""
+    assert math.copysign(1.0, check_number(-0.0, "gap", inclusive=True)) == 1.0
     with pytest.raises(InputError, match="gap = -0.0: must be a finite number > 0"):
         check_number(-0.0, "gap")
     with pytest.raises(InputError, match="time_limit = -0.0"):
