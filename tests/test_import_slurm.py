@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from palopt.errors import InputError
 from palopt.importers.assemble import assemble_topology
 from palopt.importers.nvidia_smi import parse_nvidia_smi
-from palopt.importers.slurm import parse_topology_conf, read_topology_conf
+from palopt.importers.slurm import _logical_lines, parse_topology_conf, read_topology_conf
 
 SAMPLES = Path(__file__).resolve().parent.parent / "instances" / "topology"
 
@@ -144,6 +144,50 @@ def test_backslash_escapes_as_in_slurm() -> None:
     # An escaped backslash, then a comment: the switch loses its Nodes=.
     with pytest.raises(InputError, match="exactly one of Nodes="):
         parse_topology_conf("SwitchName=s\\\\#1 Nodes=a1")
+
+
+def _slurm_lines(text: str) -> list[str]:
+    """Slurm's reading of a file, character by character: in each line a ``#`` after an even
+    run of backslashes starts a comment; an odd run of backslashes at the end (blanks may
+    follow) continues the line, cut at its last backslash; each backslash of the joined line is
+    dropped and the character after it kept."""
+
+    def plain(joined: str) -> str:
+        out, escaped = "", False
+        for ch in joined:
+            if ch == "\\" and not escaped:
+                escaped = True
+            else:
+                out, escaped = out + ch, False
+        return out
+
+    lines, buf = [], ""
+    for raw in text.splitlines():
+        line, run = raw, 0
+        for i, ch in enumerate(raw):
+            if ch == "#" and run % 2 == 0:
+                line = raw[:i]
+                break
+            run = run + 1 if ch == "\\" else 0
+        end = len(line)
+        while end and line[end - 1].isspace():
+            end -= 1
+        start = end
+        while start and line[start - 1] == "\\":
+            start -= 1
+        if (end - start) % 2:
+            buf += line[: end - 1]
+        else:
+            lines.append(plain(buf + line))
+            buf = ""
+    lines.append(plain(buf))
+    return [line.rstrip() for line in lines if line.strip()]
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet="a\\# =\n\t", max_size=30))
+def test_lines_are_read_as_slurm_reads_them(text: str) -> None:
+    assert [line.rstrip() for _, line in _logical_lines(text)] == _slurm_lines(text)
 
 
 def test_a_lone_continuation_before_a_blank_line_is_an_empty_line() -> None:
