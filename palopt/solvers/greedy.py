@@ -17,7 +17,8 @@ local search (:mod:`palopt.solvers.local`: GPU swaps, moves that pull a spread j
 group, trades between jobs of one size), and the cheaper result is kept: which pass polishes
 best is not always the one that starts cheapest. On the full-load 4,096-GPU benchmark rounds
 local search takes 0.7-5.4% off a pass's cost; the whole greedy takes 0.1-0.5 s there. Given a
-time limit, local search stops at it (the passes themselves always run to the end).
+time limit, no pass starts and no move of local search is made after it; a pass under way runs
+to its end, as it must place every job.
 
 The greedy places exactly the jobs of :func:`palopt.solvers.round.make_round` (the admitted prefix,
 or the first-fit set), so its cost compares directly with the exact solvers' optimum; it is also
@@ -237,8 +238,9 @@ def greedy_assignment(rnd: Round, deadline: float | None = None) -> dict[int, np
     rnd : Round
         The round whose open jobs are placed, on its free GPUs (fixed jobs are left out).
     deadline : float, optional
-        A :func:`time.perf_counter` reading at which local search stops; ``None``: none, and the
-        result depends on ``rnd`` alone.
+        A :func:`time.perf_counter` reading after which no further pass starts and local search
+        stops (the first pass always runs to the end: it places every open job); ``None``:
+        none, and the result depends on ``rnd`` alone.
 
     Returns
     -------
@@ -262,11 +264,15 @@ def greedy_assignment(rnd: Round, deadline: float | None = None) -> dict[int, np
     groups = packer.groups
     rack = int(np.bincount(groups[-2]).max()) if len(groups) > 1 else np.inf
     big_last = sorted(queue_order, key=lambda p: q[p].num_gpus >= rack)
-    passes = (
-        GreedyPlacer(rnd).place(queue_order),
-        packer.place_split(big_first),
-        packer.place(big_last),
-    )
+    passes: list[tuple[float, dict[int, np.ndarray]]] = []
+    for make_pass in (
+        lambda: GreedyPlacer(rnd).place(queue_order),
+        lambda: packer.place_split(big_first),
+        lambda: packer.place(big_last),
+    ):
+        passes.append(make_pass())
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
     cheapest = sorted(passes, key=lambda o: o[0])[:POLISHED]
     polished = [polish(rnd, chosen, deadline=deadline) for _, chosen in cheapest]
     return min(polished, key=lambda chosen: round_cost(rnd.instance, chosen))
@@ -307,9 +313,9 @@ class GreedySolver:
         Without a time limit (``time_limit``, else the solver's) the result depends on
         ``instance`` alone. With one, local search
         stops at the limit and the best placement so far is returned, so the result may depend
-        on the machine's speed; the three greedy passes always run to the end, so a solve can
-        take longer than a very small limit. ``settings["stopped_at_time_limit"]`` says whether
-        the limit was reached.
+        on the machine's speed. No pass starts after the limit, but a pass under way (the first
+        always) runs to its end, as it places every job: a solve can take longer than a very
+        small limit. ``settings["stopped_at_time_limit"]`` says whether the limit was reached.
         """
         started = time.perf_counter()
         check_arguments(instance, time_limit, seed)
