@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     greedy_placement = greedy_assignment(rnd)
     greedy = round_cost(inst, greedy_placement)
     greedy_time = time.perf_counter() - started
-    bound, _ = lagrangian_bound(rnd, greedy, time_limit=args.bound_time)
+    bound = lagrangian_bound(rnd, greedy, time_limit=args.bound_time)[0]
     print(f"{family.name} seed {args.seed}: bound {bound:.3f}")
     report = "{:<24} {:10.3f} {:6.2f}% above the bound {:7.1f} s"
     print(report.format("greedy", greedy, 100 * (greedy / bound - 1), greedy_time))

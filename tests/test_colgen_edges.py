@@ -26,6 +26,7 @@ from palopt.solvers.exact.colgen import (
     ColumnGeneration,
     column_generation,
     lagrangian_bound,
+    price_placement,
     round_columns,
 )
 from palopt.solvers.round import Round, make_round, round_cost
@@ -210,7 +211,7 @@ def test_subgradient_bound_keeps_its_time_limit_and_steps() -> None:
     rnd = make_round(_sample(256, 1.0, 1))
     ub = round_cost(rnd.instance, _checked_greedy(rnd))
     assert lagrangian_bound(rnd, ub, time_limit=0.0)[1] == 1
-    bound, steps = lagrangian_bound(rnd, ub, time_limit=1e9, iterations=3)
+    bound, steps, _ = lagrangian_bound(rnd, ub, time_limit=1e9, iterations=3)
     assert steps == 3 and bound <= ub
 
 
@@ -366,6 +367,53 @@ def test_subgradient_prices_stay_non_negative_so_the_bound_stays_below_the_optim
     rnd = make_round(inst)
     ub = round_cost(inst, _checked_greedy(rnd))
     for steps in (20, 100):
-        bound, made = lagrangian_bound(rnd, ub, time_limit=60.0, iterations=steps)
+        bound, made, _ = lagrangian_bound(rnd, ub, time_limit=60.0, iterations=steps)
         assert made <= steps and bound <= at_most(optimum), (steps, bound)
     assert bound > 0.95 * optimum  # the prices did raise it (5.0 at zero prices)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    inst=tiny_instances(),
+    keep=st.booleans(),
+    seed=st.integers(0, 2**16),
+    scale=st.sampled_from([0.0, 1.0, 1e6]),
+)
+def test_price_placement_places_every_open_job_once(
+    inst: Instance, keep: bool, seed: int, scale: float
+) -> None:
+    # Whatever the prices (none, of the order of the costs, far above them), every open job is
+    # placed on free GPUs, none shared, the kept jobs untouched; a GPU once taken is priced out
+    # of every later job's choice. At zero prices the first multi-GPU job takes a cheapest set.
+    rnd = make_round(inst, "prefix", keep)
+    prices = np.random.default_rng(seed).random(int(rnd.free.sum())) * scale
+    placed = price_placement(rnd, prices)
+    assert sorted(placed) == sorted(rnd.open_positions)
+    assert_feasible_positions(inst, rnd.fixed | placed)
+    if scale == 0.0 and rnd.multi:
+        job = inst.queue[rnd.multi[0]]
+        free = np.flatnonzero(rnd.free).tolist()
+        least = min(
+            job_cost(inst, job, combo).cost for combo in itertools.combinations(free, job.num_gpus)
+        )
+        taken = tuple(placed[rnd.multi[0]].tolist())
+        assert job_cost(inst, job, taken).cost == pytest.approx(least, rel=1e-12)
+
+
+def test_price_placement_follows_the_prices() -> None:
+    # Two 2-GPU jobs and three 2-GPU servers, the third with a slow GPU: the first job in the
+    # queue takes the server priced lower, whichever that is; the second the other (a price of
+    # 0.1 in all is less than the slow GPU's 0.2 more); the 1-GPU job the fast GPU left.
+    inst = Instance(
+        build_cluster(1, 3, 2),
+        ("A",),
+        np.array([[1.0, 1.0, 1.0, 1.0, 1.2, 1.0]]),
+        np.array([[1.0, 2.0, 2.0]]),
+        (Job("a", 2, "A"), Job("b", 2, "A"), Job("c", 1, "A")),
+    )
+    rnd = make_round(inst)
+    for cheap, dear in (([0, 1], [2, 3]), ([2, 3], [0, 1])):
+        prices = np.zeros(6)
+        prices[dear] = 0.05
+        placed = {p: g.tolist() for p, g in price_placement(rnd, prices).items()}
+        assert placed == {0: cheap, 1: dear, 2: [5]}

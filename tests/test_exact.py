@@ -841,22 +841,39 @@ def test_deterministic_mode_hands_unused_shares_on() -> None:
     assert r.objective == pytest.approx(by_the_clock.objective)
 
 
-def test_column_generation_far_from_its_lp_value_is_followed_by_the_subgradient_bound() -> None:
+def test_column_generation_far_from_its_lp_value_is_followed_by_the_subgradient_bound(
+    monkeypatch,
+) -> None:
     # Column generation's counted 0.5 s end far under the LP value of this 512-GPU round; the
     # subgradient steps that follow are counted too, so the bound repeats, and the reported bound
-    # is at least theirs.
+    # is at least theirs. Their prices then place the round (a step of its own); a round whose
+    # column generation converges has no such step.
+    import palopt.solvers.exact.colgen as colgen
+
+    guided = []
+    real = colgen.price_placement
+
+    def spy(rnd: Round, prices: np.ndarray) -> dict[int, np.ndarray]:
+        guided.append(prices)
+        return real(rnd, prices)
+
+    monkeypatch.setattr(colgen, "price_placement", spy)
     inst = _sample(512, 1.0, 0)
     r = solve(inst, "cpsat", time_limit=1.0, deterministic=True)
     assert_feasible(inst, r)
     steps = r.settings["lagrangian_steps"]
     assert steps >= 1
-    subgradient, _ = lagrangian_bound(make_round(inst), r.settings["greedy_cost"], 1e9, steps)
+    subgradient, _, prices = lagrangian_bound(
+        make_round(inst), r.settings["greedy_cost"], 1e9, steps
+    )
     assert r.bound == subgradient > lower_bound(make_round(inst))  # column generation's is lower
     assert r.bound <= r.objective
+    assert len(guided) == 1 and np.array_equal(guided[0], prices) and prices.max() > 0
     small = _sample(16, 1.0, 0)
     converged = solve(small, "cpsat", time_limit=1.0, deterministic=True)
     assert_feasible(small, converged)
     assert converged.settings["cg_converged"] and "lagrangian_steps" not in converged.settings
+    assert len(guided) == 1
 
 
 def test_column_generation_runs_until_the_clock_unless_deterministic(monkeypatch) -> None:

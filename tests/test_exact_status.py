@@ -302,7 +302,11 @@ def test_a_weak_subgradient_bound_does_not_replace_the_column_generation_bound(
     import palopt.solvers.exact.colgen as colgen
 
     _edit_column_generation(monkeypatch, lambda cg: setattr(cg, "lp_value", cg.bound + 1.0))
-    monkeypatch.setattr(colgen, "lagrangian_bound", lambda *args, **kwargs: (0.0, 1))
+    monkeypatch.setattr(
+        colgen,
+        "lagrangian_bound",
+        lambda rnd, *args, **kwargs: (0.0, 1, np.zeros(int(rnd.free.sum()))),
+    )
     inst = _one_pair()
     r = CpSatSolver().solve(inst)
     assert_feasible(inst, r)

@@ -9,7 +9,9 @@
    :func:`~palopt.solvers.exact.colgen.lagrangian_bound` runs until a quarter of the limit is
    left (see :data:`LAGRANGIAN_GAP`); column generation gives up early when its bound shows it
    far from converging (:data:`GIVE_UP`, rounds of thousands of GPUs at full load). A placement
-   is read off the LP (rounding), the best so far is improved by large-neighbourhood search
+   is read off the LP (rounding) and, after a subgradient run, another is placed by its prices
+   (:func:`~palopt.solvers.exact.colgen.price_placement`); the best so far is improved by
+   large-neighbourhood search
    (:mod:`palopt.solvers.exact.search`, 10% of the limit), then by solving regions of the
    cluster exactly with the back end
    (:mod:`palopt.solvers.exact.refine`: until regions would cover the whole round, or for the
@@ -482,10 +484,12 @@ class ExactSolver:
         bound = lower_bound(rnd)
         source = "greedy"
         cg = None
+        prices: np.ndarray | None = None
         if self.formulation == "columns" and importlib.util.find_spec("highspy") is not None:
             from palopt.solvers.exact.colgen import (
                 column_generation,
                 lagrangian_bound,
+                price_placement,
                 round_columns,
             )
 
@@ -507,7 +511,7 @@ class ExactSolver:
             )
             if cg.bound < cg.lp_value - LAGRANGIAN_GAP * abs(cg.lp_value):
                 share = budget.take(budget.left() - LAGRANGIAN_REST * limit)
-                lagrangian, work = lagrangian_bound(
+                lagrangian, work, prices = lagrangian_bound(
                     rnd, ub, budget.wall(share), iterations=budget.count(share, "lagrangian")
                 )
                 budget.settle(share, "lagrangian", work)
@@ -515,8 +519,11 @@ class ExactSolver:
                 settings["lagrangian_steps"] = work
             if rnd.multi:
                 target = bound + self.gap * abs(bound)
-                steps = (
-                    ("rounding", lambda b, t: (round_columns(rnd, cg), 0), 0.0),
+                steps = [("rounding", lambda b, t: (round_columns(rnd, cg), 0), 0.0)]
+                if prices is not None:
+                    guide = prices
+                    steps.append(("prices", lambda b, t: (price_placement(rnd, guide), 0), 0.0))
+                steps += [
                     (
                         "search",
                         lambda b, t: improve(
@@ -547,7 +554,7 @@ class ExactSolver:
                         # in the second or so half the limit used to leave it (0 of 24 solves).
                         limit,
                     ),
-                )
+                ]
                 for label, step, share in steps:
                     if ub <= target:
                         break
