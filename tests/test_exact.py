@@ -1212,3 +1212,40 @@ def test_interchangeable_jobs_keep_one_order_and_any_placement_starts() -> None:
         assert start is not None and model.sparse.satisfied(start)
         decoded = model.decode(start)
         assert round_cost(inst, decoded) == pytest.approx(round_cost(inst, chosen))
+
+
+def test_cbc_proves_no_placement_above_the_optimum_when_costs_span_a_wide_range() -> None:
+    # Weights 1e-3 and 1e3, slowdowns 0.01 to 100: the model's integer costs reach 8e12 and CBC,
+    # given them as they are, lost the optimum and returned the warm start as "Optimal" at seeds
+    # 22, 23 and 29 (625.55, bound 625.549 > 624.55, the optimum cpsat and milp:highs prove).
+    # Found by a randomised campaign of 4,141 rounds against every exact solver.
+    sd = np.array(
+        [
+            [10.0, 0.1, 100.0, 100.0, 100.0, 10.0, 100.0, 100.0, 1.0, 1.0, 1.0, 100.0, 1.0, 1.0]
+            + [1.0, 1.0, 100.0, 10.0, 1.0, 0.01, 1.0, 1.0, 10.0, 1.0, 0.1, 1.0, 1.0, 10.0, 1.0]
+            + [0.1, 10.0, 10.0]
+        ]
+    )
+    queue = (
+        Job("j0", 2, "A", 0.001),
+        Job("j2", 4, "A", 2.0, (24, 25, 26, 27)),
+        Job("j3", 2, "A"),
+        Job("j4", 4, "A", 1000.0, (4, 5, 6, 7)),
+        Job("j5", 3, "A"),
+        Job("j6", 4, "A", 2.0),
+        Job("j7", 4, "A"),
+        Job("j8", 2, "A", 1.0, (8, 9)),
+        Job("j9", 2, "A", 1000.0, (16, 23)),
+        Job("j10", 1, "A"),
+    )
+    inst = Instance(
+        build_cluster(4, 4, 2, nvlink_island=2), ("A",), sd, np.array([[0.5, 0.5, 0.6, 0.6]]), queue
+    )
+    optimum = solve(inst, "cpsat", time_limit=20.0, seed=0).objective
+    assert optimum == pytest.approx(624.55, rel=TOL)
+    for seed in (22, 23, 29):
+        r = solve(inst, "milp", backend="cbc", time_limit=20.0, seed=seed)
+        assert_feasible(inst, r)
+        assert r.status == Status.OPTIMAL
+        assert r.objective == pytest.approx(optimum, rel=TOL)
+        assert r.bound is not None and r.bound <= at_most(optimum)
