@@ -1,6 +1,6 @@
 """Every exact solver against the others on wider random rounds than the brute-force ones: up to
 32 GPUs and 12 jobs, NVLink islands, weights 1e-3 to 1e3, slowdowns 0.01 to 100. Slow (its 150
-rounds took 33-78 s here): run with ``python -m pytest -m slow tests/test_exact_wide.py``.
+rounds took up to 78 s here): run with ``python -m pytest -m slow tests/test_exact_wide.py``.
 
 A randomised campaign of this kind (4,141 rounds) found CBC calling its warm start optimal 0.16%
 above the optimum on a round with weights 1e-3 and 1e3 (``CBC_MAX_COEFFICIENT``)."""
