@@ -1,11 +1,15 @@
 """Every exact solver against the others on wider random rounds than the brute-force ones: up to
 32 GPUs and 12 jobs, NVLink islands, weights 1e-3 to 1e3, slowdowns 0.01 to 100. Slow (its 150
 rounds took up to 78 s here): run with ``python -m pytest -m slow tests/test_exact_wide.py``.
+``PALOPT_WIDE_EXAMPLES=N`` runs ``N`` rounds instead: a campaign after a change to the exact
+solvers.
 
 A randomised campaign of this kind (4,141 rounds) found CBC calling its warm start optimal 0.16%
 above the optimum on a round with weights 1e-3 and 1e3 (``CBC_MAX_COEFFICIENT``)."""
 
 from __future__ import annotations
+
+import os
 
 import numpy as np
 import pytest
@@ -20,6 +24,9 @@ from palopt.result import PlacementResult, Status
 from palopt.solvers.bounds import lower_bound
 from palopt.solvers.exact.runner import DEFAULT_GAP, DEFAULT_SCALE
 from palopt.solvers.round import make_round, round_cost
+
+#: Rounds per run (``PALOPT_WIDE_EXAMPLES``, default 150).
+EXAMPLES = int(os.environ.get("PALOPT_WIDE_EXAMPLES", "150"))
 
 #: Slowdown draws: ties, a continuous spread, and values far apart.
 LEVELS = {
@@ -66,7 +73,7 @@ def wide_instances(draw: st.DrawFn) -> Instance:
 
 
 @pytest.mark.slow
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(inst=wide_instances(), mode=st.sampled_from(["prefix", "choose"]), keep=st.booleans())
 def test_exact_solvers_agree_on_wide_rounds(inst: Instance, mode: str, keep: bool) -> None:
     # Every answer feasible; every proven optimum the same; no bound (a solver's or the cheap
