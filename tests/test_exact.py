@@ -718,6 +718,46 @@ def test_no_time_left_after_building_means_no_back_end(monkeypatch) -> None:
     assert_feasible(inst, proven)
 
 
+class _LateClock:
+    """A clock past every deadline, for :mod:`palopt.solvers.exact.model` alone."""
+
+    @staticmethod
+    def perf_counter() -> float:
+        return np.inf
+
+
+def test_building_the_model_stops_at_the_limit(monkeypatch) -> None:
+    # Building a full-load 1,024-GPU round's model takes seconds: by the wall clock it stops at
+    # the limit, and the best placement so far comes back, `no solution` if it is the greedy's.
+    # Deterministic mode builds the model whatever the clock says.
+    import palopt.solvers.exact.model as model
+
+    tiny = make_round(_three_pairs_two_racks())
+    with pytest.raises(model.OutOfTime):
+        build_model(tiny, 1e6, deadline=0.0)
+    monkeypatch.setattr(model, "time", _LateClock)
+    inst = _sample(16, 1.0, 0)
+    r = CpSatSolver(formulation="compact", time_limit=1.0).solve(inst)
+    assert r.status == Status.NO_SOLUTION and "n_vars" not in r.settings
+    assert r.settings["fallback"] == "greedy placement returned: no time left to build the model"
+    assert r.assignment() == solve(inst, "greedy").assignment()
+    assert_feasible(inst, r)
+    proven = CpSatSolver(formulation="compact", time_limit=1.0, deterministic=True).solve(inst)
+    assert proven.status == Status.OPTIMAL and "n_vars" in proven.settings
+    assert_feasible(inst, proven)
+    # After column generation (64 GPUs, full load: its steps beat the greedy, no proof)
+    from palopt.bench.families import Family, make_instance
+
+    inst = make_instance(Family(64, 8, 1.0, "synthetic"), 0)
+    r = CpSatSolver(time_limit=5.0).solve(inst)
+    assert_feasible(inst, r)
+    assert r.objective <= solve(inst, "greedy").objective
+    if r.status != Status.OPTIMAL:  # not proven by the bound before the model
+        improved = r.settings["best_from"] != "greedy"
+        assert r.status == (Status.FEASIBLE if improved else Status.NO_SOLUTION)
+        assert ("fallback" in r.settings) != improved and "n_vars" not in r.settings
+
+
 def test_back_end_limit_leaves_time_for_its_answer(monkeypatch) -> None:
     # By the wall clock the back end's limit ends early by a time per nonzero of the model,
     # for the back end to return and its answer to be checked within the solve's limit.

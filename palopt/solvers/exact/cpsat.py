@@ -20,9 +20,10 @@ LIMIT = 2**62
 class CpSatSolver(ExactSolver):
     """Exact placement with CP-SAT; options as :class:`~palopt.solvers.exact.runner.ExactSolver`.
 
-    The greedy placement is given as a solution hint. With ``workers > 1`` the portfolio is
-    interleaved (``interleave_search``), which keeps the search deterministic. With
-    ``deterministic=True`` the time limit is CP-SAT's deterministic time.
+    The best placement so far (the greedy's, or a better one of the flow) is a solution hint.
+    With ``workers > 1`` the portfolio is interleaved (``interleave_search``), which keeps the
+    search deterministic. With ``deterministic=True`` the time limit is CP-SAT's deterministic
+    time.
 
     Examples
     --------

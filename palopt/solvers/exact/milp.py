@@ -1,11 +1,12 @@
 """The exact model as a MILP (registered as ``milp``): CBC through PuLP, or HiGHS through highspy.
 
-``backend="cbc"`` (default) builds a PuLP problem and runs the bundled CBC with the greedy
-placement as a warm start. CBC's best bound is not reported through PuLP, so a time-limited CBC
-answer carries the cheap bound of :mod:`palopt.solvers.bounds`. CBC's first LP does not stop at
-the time limit, so models of more than :data:`CBC_MAX_NONZEROS` nonzeros are not given to it
-(the answer is ``no solution``; the flow keeps its best placement): use ``cpsat`` or
-``backend="highs"`` for large rounds.
+``backend="cbc"`` (default) builds a PuLP problem and runs the bundled CBC with the best
+placement so far as a warm start. CBC's best bound is not reported through PuLP, so a
+time-limited CBC answer carries the best bound found before it (the cheap bound of
+:mod:`palopt.solvers.bounds`, or column generation's or the subgradient's). CBC's first LP does
+not stop at the time limit, so models of more than :data:`CBC_MAX_NONZEROS` nonzeros are not
+given to it (the answer is ``no solution``; the flow keeps its best placement): use ``cpsat``
+or ``backend="highs"`` for large rounds.
 
 ``backend="highs"`` passes the sparse model to HiGHS directly. A started model is solved with
 presolve off: HiGHS 1.16 with a starting solution and presolve on has been seen to report

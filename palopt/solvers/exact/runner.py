@@ -22,8 +22,9 @@
    ``formulation="compact"``), the back end solves the exact pattern model of
    :mod:`palopt.solvers.exact.model` for the whole round, shrunk by the upper bound and by
    reduced-cost fixing, started from the best placement so far, in the time that remains (by
-   the wall clock, not when building the model left less than the back end needs to take it:
-   :data:`BACKEND_SECONDS_PER_NONZERO`).
+   the wall clock, building the model stops at the limit, as that of a full-load 1,024-GPU
+   round takes seconds, and the back end is not called when building left it less time than
+   it needs to take the model: :data:`BACKEND_SECONDS_PER_NONZERO`).
 5. The back end's answer is checked (every row satisfied, the placement feasible). The status is
    ``optimal`` only when proven (the back end proved the exact model, or the placement's cost
    meets a lower bound: the configuration LP's, the back end's or the cheap one; then
@@ -54,7 +55,7 @@ from palopt.instance import Instance
 from palopt.result import PlacementResult, Status
 from palopt.solvers.base import build_result, check_arguments
 from palopt.solvers.bounds import lower_bound
-from palopt.solvers.exact.model import SparseModel, build_model
+from palopt.solvers.exact.model import OutOfTime, SparseModel, build_model
 from palopt.solvers.exact.refine import reoptimise_regions
 from palopt.solvers.exact.search import improve
 from palopt.solvers.greedy import greedy_assignment
@@ -574,7 +575,16 @@ class ExactSolver:
             # Without a converged bound the compact model is too large to help in time.
             return finish(best, Status.FEASIBLE, bound)
         fixing = cg if cg is not None and cg.converged else None
-        model = build_model(rnd, self.scale, ub, fixing)
+        try:  # by the wall clock: a large round's model can take longer to build than the limit
+            deadline = time.perf_counter() + budget.wall(budget.left())
+            model = build_model(rnd, self.scale, ub, fixing, deadline)
+        except OutOfTime:
+            why = "no time left to build the model"
+            log.info("%s: %s", self.name, why)
+            if source != "greedy":
+                return finish(best, Status.FEASIBLE, bound)
+            settings["fallback"] = f"greedy placement returned: {why}"
+            return finish(best, Status.NO_SOLUTION, bound)
         start = model.start(best, rnd) if self.warm_start else None
         settings.update(
             n_vars=model.sparse.n_vars,
