@@ -739,7 +739,9 @@ def test_building_the_model_stops_at_the_limit(monkeypatch) -> None:
     inst = _sample(16, 1.0, 0)
     r = CpSatSolver(formulation="compact", time_limit=1.0).solve(inst)
     assert r.status == Status.NO_SOLUTION and "n_vars" not in r.settings
-    assert r.settings["fallback"] == "greedy placement returned: no time left to build the model"
+    assert r.settings["fallback"] == (
+        "greedy placement returned: the time limit passed before the exact model was built"
+    )
     assert r.assignment() == solve(inst, "greedy").assignment()
     assert_feasible(inst, r)
     proven = CpSatSolver(formulation="compact", time_limit=1.0, deterministic=True).solve(inst)

@@ -442,7 +442,7 @@ def test_a_dearer_step_placement_does_not_replace_the_incumbent(
     monkeypatch.setattr(colgen, "round_columns", spread)
     monkeypatch.setattr(runner, "improve", lambda rnd, b, *args, **kwargs: (b, 0))
     monkeypatch.setattr(runner, "reoptimise_regions", lambda rnd, b, *args, **kwargs: (b, 0))
-    monkeypatch.setattr(runner, "polish", lambda rnd, chosen: chosen)
+    monkeypatch.setattr(runner, "polish", lambda rnd, chosen, **kwargs: chosen)
     inst = make_instance(Family(32, 4, 1.0, "longhorn"), 2)
     rnd = make_round(inst)
     greedy = greedy_assignment(rnd)
@@ -701,3 +701,43 @@ def test_cpsat_is_given_the_start_as_its_hint(monkeypatch: pytest.MonkeyPatch) -
     (hint,) = hints
     assert list(hint.vars) == list(range(model.sparse.n_vars))
     assert list(hint.values) == start.tolist()
+
+
+def test_nothing_starts_after_the_greedy_used_up_the_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    # By the wall clock the greedy is given the solve's deadline, and once the limit has passed
+    # no further step starts: the greedy's placement comes back, "no solution". Deterministic
+    # mode gives the greedy no deadline and runs every step.
+    import time
+
+    import palopt.solvers.exact.colgen as colgen
+    import palopt.solvers.exact.runner as runner
+    from palopt.bench.families import Family, make_instance
+    from palopt.solvers.greedy import greedy_assignment
+
+    deadlines: list[float | None] = []
+    generations: list[int] = []
+
+    def slow_greedy(rnd: Any, deadline: float | None = None) -> Any:
+        deadlines.append(deadline)
+        chosen = greedy_assignment(rnd)
+        if deadline is not None and np.isfinite(deadline):
+            time.sleep(max(deadline - time.perf_counter(), 0.0) + 0.01)
+        return chosen
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        generations.append(1)
+        return column_generation(*args, **kwargs)
+
+    column_generation = colgen.column_generation
+    monkeypatch.setattr(runner, "greedy_assignment", slow_greedy)
+    monkeypatch.setattr(colgen, "column_generation", counted)
+    inst = make_instance(Family(32, 4, 1.0, "synthetic"), 0)
+    r = CpSatSolver(time_limit=0.2).solve(inst)
+    assert_feasible(inst, r)
+    assert deadlines[-1] is not None and np.isfinite(deadlines[-1]) and not generations
+    assert r.status == Status.NO_SOLUTION and r.settings["best_from"] == "greedy"
+    assert "before the exact model was built" in r.settings["fallback"]
+    proven = CpSatSolver(time_limit=0.2, deterministic=True).solve(inst)
+    assert_feasible(inst, proven)
+    assert deadlines[-1] == np.inf and generations
+    assert proven.objective <= r.objective

@@ -247,8 +247,9 @@ def build_model(
         A converged column generation: with ``upper_bound``, patterns and 1-GPU choices whose
         reduced cost shows they cannot beat it are left out too.
     deadline : float, default inf
-        A :func:`time.perf_counter` reading: building stops once it passes (checked per
-        multi-GPU job and per group cover). A full-load round of 1,024 GPUs takes seconds.
+        A :func:`time.perf_counter` reading: building stops once it passes (checked at the
+        start, per multi-GPU job and per group cover). A full-load round of 1,024 GPUs takes
+        seconds.
 
     Returns
     -------
@@ -277,6 +278,8 @@ def build_model(
     >>> {p: g.tolist() for p, g in sorted(model.decode(start).items())}
     {0: [0], 1: [2, 3]}
     """
+    if time.perf_counter() > deadline:
+        raise OutOfTime
     inst = rnd.instance
     topo = inst.topology
     gpu_type, type_gpus = _types(rnd)

@@ -2,7 +2,10 @@
 
 1. Select the round's jobs (:func:`palopt.solvers.round.make_round`, ``mode`` prefix or choose).
 2. Place them with the cost-aware greedy (local search included): the first upper bound, warm
-   start and fallback.
+   start and fallback. By the wall clock no greedy pass, local-search move or step below
+   starts after the limit, but one under way runs to its end (the steps given a share of the
+   limit stop at it): at 4,096 GPUs and full load a solve given 0.1 s takes about 0.15 s and
+   returns the greedy's placement (``no solution``), at 16,384 GPUs about 0.5 s.
 3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
    configuration-LP bound and a pool of good GPU sets (up to half the limit). If it stops short
    of the LP value (large rounds at full load), the subgradient Lagrangian bound of
@@ -302,6 +305,11 @@ class Budget:
             self.spent += share
         return share
 
+    def deadline(self) -> float:
+        """The :func:`time.perf_counter` reading at which the limit ends (inf when
+        deterministic: no step is cut short by the wall clock)."""
+        return np.inf if self.deterministic else self.started + self.limit
+
     def wall(self, share: float) -> float:
         """The wall-clock limit of a step given ``share`` (none when deterministic)."""
         return np.inf if self.deterministic else share
@@ -476,7 +484,7 @@ class ExactSolver:
 
         if not rnd.open_positions:
             return finish({}, Status.OPTIMAL, 0.0)
-        best = greedy_assignment(rnd)
+        best = greedy_assignment(rnd, budget.deadline())
         greedy_cost = round_cost(instance, best)
         rnd, factor = normalised(rnd, self.scale, greedy_cost)
         settings.update(greedy_cost=greedy_cost, weight_factor=factor)
@@ -486,7 +494,8 @@ class ExactSolver:
         source = "greedy"
         cg = None
         prices: np.ndarray | None = None
-        if self.formulation == "columns" and importlib.util.find_spec("highspy") is not None:
+        columns = self.formulation == "columns" and importlib.util.find_spec("highspy") is not None
+        if columns and budget.left():
             from palopt.solvers.exact.colgen import (
                 column_generation,
                 lagrangian_bound,
@@ -557,12 +566,12 @@ class ExactSolver:
                     ),
                 ]
                 for label, step, share in steps:
-                    if ub <= target:
+                    if ub <= target or not budget.left():
                         break
                     share = budget.take(share)
                     placed, work = step(best, share)
                     budget.settle(share, label, work)
-                    chosen = polish(rnd, placed)
+                    chosen = polish(rnd, placed, deadline=budget.deadline())
                     cost = round_cost(weighted, chosen)
                     if cost < ub:
                         best, ub = chosen, cost
@@ -576,10 +585,9 @@ class ExactSolver:
             return finish(best, Status.FEASIBLE, bound)
         fixing = cg if cg is not None and cg.converged else None
         try:  # by the wall clock: a large round's model can take longer to build than the limit
-            deadline = time.perf_counter() + budget.wall(budget.left())
-            model = build_model(rnd, self.scale, ub, fixing, deadline)
+            model = build_model(rnd, self.scale, ub, fixing, budget.deadline())
         except OutOfTime:
-            why = "no time left to build the model"
+            why = "the time limit passed before the exact model was built"
             log.info("%s: %s", self.name, why)
             if source != "greedy":
                 return finish(best, Status.FEASIBLE, bound)
