@@ -31,6 +31,12 @@ class PaloptError(Exception):
     """
 
 
+#: What a name (a job, GPU, server, switch, tier or class) must be besides a non-empty string:
+#: no tab, line break or other character ``str.isprintable`` refuses (a job id with a line
+#: break split tables and Slurm lines).
+PRINTABLE = "must be printable text (no tab, line break or other control character)"
+
+
 def _printable(text: object) -> str:
     """``str(text)`` with each character that does not print written as ``repr`` writes it."""
     text = str(text)

@@ -9,7 +9,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from palopt._frozen import FrozenDict, frozen_array, frozen_state
-from palopt.errors import InputError, check_fields, is_finite_number, is_number
+from palopt.errors import (
+    PRINTABLE,
+    InputError,
+    check_fields,
+    is_finite_number,
+    is_number,
+)
 from palopt.topology import Topology, require_topology
 
 __all__ = [
@@ -170,6 +176,9 @@ class Instance:
             raise InputError("classes", classes, "expected a non-empty list of class names")
         if len(set(classes)) != len(classes):
             raise InputError("classes", classes, "must be a non-empty list of distinct names")
+        for c in classes:
+            if not c or not c.isprintable():  # tables and results print it as it is
+                raise InputError("classes", c, f"a class name {PRINTABLE}")
         sd = _matrix(self.slowdown, "slowdown", (len(classes), n))
         require_factors(sd, lambda c, g: f"slowdown.{classes[c]}.{topo.gpu_ids[g]}")
         pen = _matrix(self.penalty, "penalty", (len(classes), t))
@@ -294,10 +303,6 @@ META_FIELDS = ("name", "source", "licence", "description")
 MIN_FACTOR, MAX_FACTOR = 1e-12, 1e12
 #: What a value outside that range is told.
 FACTOR_RANGE = f"must be a finite number from {MIN_FACTOR:g} to {MAX_FACTOR:g}"
-
-#: What a job id must be besides a non-empty string: no tab, line break or other character
-#: ``str.isprintable`` refuses (an id with a line break split tables and Slurm lines).
-PRINTABLE = "must be printable text (no tab, line break or other control character)"
 
 #: The weighted costs of a round lie in ``[1 / MAX_ROUND, MAX_ROUND]`` (the largest a whole
 #: round's sum), so every objective is a finite float, and the exact solvers' scaling by a power

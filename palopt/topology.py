@@ -30,7 +30,7 @@ import networkx as nx
 import numpy as np
 
 from palopt._frozen import FrozenDict, frozen_array, frozen_state
-from palopt.errors import InputError, check_count, check_fields
+from palopt.errors import PRINTABLE, InputError, check_count, check_fields
 
 #: The most GPUs :func:`build_cluster` builds (a shape such as ``100000x100000`` would otherwise
 #: fill the memory before anything else is checked).
@@ -520,6 +520,8 @@ class Topology:
         for node, data in graph.nodes(data=True):
             if not isinstance(node, str):
                 raise InputError(f"{field_name}.nodes", node, "node ids must be strings")
+            if not node or not node.isprintable():  # tables, messages and Slurm lines print it
+                raise InputError(f"{field_name}.nodes", node, f"a node id {PRINTABLE}")
             if data.get("kind") not in KINDS:
                 raise InputError(
                     f"{field_name}.nodes[{node}].kind",
@@ -798,6 +800,8 @@ def _switch_levels(
         tier = graph.nodes[s].get("tier")
         if tier is not None and not isinstance(tier, str):
             raise InputError(f"{field_name}.nodes[{s}].tier", tier, "expected a tier name")
+        if tier is not None and (not tier or not tier.isprintable()):
+            raise InputError(f"{field_name}.nodes[{s}].tier", tier, f"a tier name {PRINTABLE}")
         if tier in (NVLINK, SERVER):  # they would take the penalties of the tiers in a server
             raise InputError(
                 f"{field_name}.nodes[{s}].tier",

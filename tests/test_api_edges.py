@@ -149,6 +149,28 @@ def test_job_ids_are_printable_text(job_id):
                     (Job("job 1 é", 1, "A"),)).queue[0].id == "job 1 é"  # fmt: skip
 
 
+def _one_server(gpu: str = "g0", tier: str = "cluster") -> dict:
+    nodes = [{"id": "sw", "kind": "switch", "tier": tier}, {"id": "s0", "kind": "server"},
+             {"id": gpu, "kind": "gpu"}]  # fmt: skip
+    edges = [{"source": "sw", "target": "s0", "link": "network"},
+             {"source": "s0", "target": gpu, "link": "pcie"}]  # fmt: skip
+    return {"directed": False, "multigraph": False, "graph": {}, "nodes": nodes, "edges": edges}
+
+
+@pytest.mark.parametrize("name", ["", "g\n0", "g\t0", "g\x00"])
+def test_node_tier_and_class_names_are_printable_text(name):
+    # A GPU id with a line break split `validate`'s one-line message and the solve table; an
+    # empty one printed as nothing. Node ids, tier names and class names are refused so.
+    with pytest.raises(InputError, match=r"topology.nodes = .*a node id must be printable"):
+        palopt.Topology.from_node_link(_one_server(gpu=name))
+    with pytest.raises(InputError, match=r"topology.nodes\[sw\].tier = .*a tier name must be"):
+        palopt.Topology.from_node_link(_one_server(tier=name))
+    with pytest.raises(InputError, match=r"classes = .*a class name must be printable text"):
+        Instance(build_cluster(1, 1, 2), ("A", name), np.ones((2, 2)), np.ones((2, 3)), ())
+    topo = palopt.Topology.from_node_link(_one_server(gpu="GPU 0 é", tier="pod"))
+    assert topo.gpu_ids == ("GPU 0 é",) and topo.tiers == ("server", "pod")
+
+
 def _profile(n: int) -> ClusterProfile:
     ones = np.ones((1, n))
     return ClusterProfile(("classA",), ones, ones)

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from palopt.errors import (
+    PRINTABLE,
     InputError,
     check_count,
     check_flag,
@@ -25,7 +26,6 @@ from palopt.errors import (
     is_finite_number,
     is_number,
 )
-from palopt.instance import PRINTABLE
 from palopt.io import read_csv
 from palopt.workloads import Workloads, load_workloads
 
