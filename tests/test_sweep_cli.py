@@ -381,3 +381,21 @@ cluster = "16x4"
     fresh = jct()
     assert fresh > 5 * before  # the new trace's jobs run ten times as long
     assert len(list((tmp_path / "out" / "cells").iterdir())) == 2  # the old cell is kept apart
+
+
+def test_a_sweep_never_writes_over_its_inputs(tmp_path, artifact_dir, capsys):
+    # A trace where the results go, or a grid file named as the summary, was overwritten.
+    (tmp_path / "out").mkdir()
+    trace = tmp_path / "out" / "results.csv"
+    trace.write_bytes((artifact_dir / "traces" / "sia-philly-workload-1.csv").read_bytes())
+    grid = grid_file(tmp_path, artifact_dir, '"pal"')
+    grid.write_text(grid.read_text().replace("workload = [1]", 'trace = ["out/results.csv"]'))
+    before = trace.read_bytes()
+    assert main(["sweep", str(grid), "--workers", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"sweep.out = '{trace}': is an input file; it would be overwritten" in err
+    assert trace.read_bytes() == before and not (tmp_path / "out" / "cells").exists()
+    summary = tmp_path / "summary.txt"
+    summary.write_text(grid.read_text().replace('out = "out"', 'out = "."'))
+    assert main(["sweep", str(summary), "--workers", "1", "--no-progress"]) == 2
+    assert f"sweep.out = '{summary}': is an input file" in capsys.readouterr().err

@@ -7,7 +7,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from palopt.commands import check_folder, input_file
+from palopt.commands import check_folder, check_not_input, input_file
 from palopt.errors import InputError
 from palopt.io import write_text
 from palopt.sim.experiments import (
@@ -16,6 +16,7 @@ from palopt.sim.experiments import (
     PATH_KEYS,
     format_tables,
     improvement_table,
+    input_files,
     prepare,
     simulate_cell,
 )
@@ -78,6 +79,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         table = "grid" if exc.field in grid.grid else "fixed"
         field = exc.field if "." in exc.field else f"{table}.{exc.field}"
         raise InputError(f"{args.grid}: {field}", exc.value, exc.problem) from None
+    inputs = [args.grid, *input_files(spec, args.grid.parent)]
+    for name in (f"results.{spec.format}", "summary.txt"):
+        check_not_input(spec.out / name, inputs, f"{args.grid}: sweep.out")
     placements = spec.grid.get("placement", (spec.fixed.get("placement", CELL_KEYS["placement"]),))
     if spec.baseline is not None and spec.baseline not in placements:  # found out after the runs
         raise InputError(

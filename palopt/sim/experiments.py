@@ -53,6 +53,7 @@ __all__ = [
     "CELL_KEYS",
     "simulate_cell",
     "prepare",
+    "input_files",
     "fig10_sweep",
     "fig12_sweep",
     "fig13_sweep",
@@ -227,6 +228,13 @@ def _input_files(cell: Mapping[str, Any]) -> list[str]:
     return files
 
 
+def _read_files(cells: Iterable[Mapping[str, Any]], base: Path | None) -> dict[str, Path]:
+    """Every file the cells read, as the cells name it -> where it is read from (``base``
+    resolves relative names, as the cells will be run), by name."""
+    names = sorted({f for cell in cells for f in _input_files(cell)})
+    return {name: Path(name) if base is None else base / name for name in names}
+
+
 def _inputs_digest(cells: Iterable[Mapping[str, Any]], base: Path | None) -> str | None:
     """A digest of the contents of every file the cells read (``base`` resolves relative names,
     as the cells will be run), or ``None`` if none can be read yet (a missing file is reported
@@ -234,8 +242,7 @@ def _inputs_digest(cells: Iterable[Mapping[str, Any]], base: Path | None) -> str
     cells again instead of reusing results computed from the old file."""
     digest = hashlib.sha1()
     found = False
-    for name in sorted({f for cell in cells for f in _input_files(cell)}):
-        path = Path(name) if base is None else base / name
+    for name, path in _read_files(cells, base).items():
         try:
             content = path.read_bytes()
         except (OSError, ValueError):
@@ -433,6 +440,30 @@ def prepare(spec: SweepSpec, files_from: Path | None = None) -> SweepSpec:
         if p
     )
     return replace(spec, fixed=fixed, context=context)
+
+
+def input_files(spec: SweepSpec, files_from: Path | None = None) -> list[Path]:
+    """The files the cells of a prepared sweep read: profiles and traces, given or the data
+    folder's (a sweep must not write its results over one of them).
+
+    Parameters
+    ----------
+    spec : SweepSpec
+        As :func:`prepare` returns it.
+    files_from : Path, optional
+        The folder relative names are read from, as for :func:`prepare`.
+
+    Returns
+    -------
+    list of Path
+
+    Examples
+    --------
+    >>> spec = prepare(SweepSpec({"trace": ("a.csv", "b.csv")}, {"data": "d"}))
+    >>> [str(p) for p in input_files(spec, Path("grids"))]
+    ['grids/a.csv', 'grids/b.csv', 'grids/d/sim-64gpu-cluster.csv']
+    """
+    return list(_read_files(expand(spec), files_from).values())
 
 
 def _placement(name: str, **options: Any) -> Any:
