@@ -107,12 +107,15 @@ def test_checker_finds_every_violation():
     assert check_feasible(busy, {"a": [0, 1], "c": [2, 3]}) == []
     assert check_feasible(busy, {"a": [0, 1], "c": [], "x": []}) == []  # [] means not placed
     assert check_feasible(busy, {"a": [0, 0], "c": [0, 7], "zz": [1], "x": []}) == [
-        "job 'a' got a GPU twice: [0, 0]",
+        "job 'a' got GPU gpu0 more than once",
         "GPU gpu0 given to both 'a' and 'c'",
         "job 'c' got busy GPU gpu7",
         "job 'zz' is not in the queue",
     ]
     assert check_feasible(busy, {"a": [0, 1, 2]}) == ["job 'a' needs 2 GPUs, got 3"]
+    assert check_feasible(busy, {"a": [99, 99, 1, 1]})[1] == (
+        "job 'a' got GPU gpu1, index 99 more than once"
+    )
     for g in (8, 99, -1):  # the topology has GPUs 0 to 7
         assert check_feasible(busy, {"a": [0, g]}) == [
             f"job 'a' got GPU index {g}, not in the topology"
