@@ -22,6 +22,7 @@ and value (:class:`~palopt.errors.InputError`).
 from __future__ import annotations
 
 import codecs
+import errno
 import io
 import json
 import os
@@ -623,7 +624,7 @@ def write_text(path: str | Path, text: str) -> None:
     InputError
         If ``path`` is not a file name, is empty or holds a NUL character.
     OSError
-        If the folder cannot be written, or the file cannot be replaced.
+        If the folder cannot be written, the file cannot be replaced, or ``path`` is a folder.
 
     Examples
     --------
@@ -639,6 +640,8 @@ def write_text(path: str | Path, text: str) -> None:
         with open(path, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
         return
+    if path.is_dir():  # else os.replace names the hidden file below in its error
+        raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     # Created as open() creates files (mode 0o666 less the umask), keeping an existing file's.
     try:

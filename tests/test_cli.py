@@ -201,6 +201,11 @@ def test_a_file_that_cannot_be_written_is_named_not_its_hidden_copy(tmp_path):
     with pytest.raises(OSError) as caught:
         write_text(tmp_path / "none" / "r.json", "{}")  # no such folder
     assert caught.value.filename == str(tmp_path / "none" / "r.json")  # was ".r.json.<pid>...tmp"
+    (tmp_path / "folder").mkdir()
+    with pytest.raises(IsADirectoryError) as caught:
+        write_text(tmp_path / "folder", "{}")
+    assert caught.value.filename == str(tmp_path / "folder")  # was the hidden file beside it
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["folder"]
 
 
 def test_out_writes_through_links_and_into_devices_and_pipes(instance_file, tmp_path):
