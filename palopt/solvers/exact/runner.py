@@ -4,8 +4,8 @@
 2. Place them with the cost-aware greedy (local search included): the first upper bound, warm
    start and fallback. By the wall clock no greedy pass, local-search move or step below
    starts after the limit, but one under way runs to its end (the steps given a share of the
-   limit stop at it): at 4,096 GPUs and full load a solve given 0.1 s takes about 0.15 s and
-   returns the greedy's placement (``no solution``), at 16,384 GPUs about 0.5 s.
+   limit stop at it): at 4,096 GPUs and full load a solve given 0.1 s took 0.13-0.21 s and
+   returned the greedy's placement (``no solution``), at 16,384 GPUs 0.5-0.6 s.
 3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
    configuration-LP bound and a pool of good GPU sets (up to half the limit). If it stops short
    of the LP value (large rounds at full load), the subgradient Lagrangian bound of
