@@ -9,8 +9,8 @@ Syntax (the subset of Slurm's that topology files and node lists use):
   (``r[1-2]n[1-2]`` -> ``r1n1 r1n2 r2n1 r2n2``).
 
 :func:`compress_hostlist` writes one bracket per prefix over the trailing number, and
-``expand_hostlist(compress_hostlist(names))`` gives the same names back
-(sorted, duplicates dropped).
+``expand_hostlist(compress_hostlist(names))`` gives the same names back, duplicates dropped,
+grouped by prefix and in numeric order within a prefix (``a10, a9`` -> ``a9, a10``).
 """
 
 from __future__ import annotations

@@ -806,8 +806,9 @@ def assign_profile(
     topology : Topology
     seed : int or None
         ``None``: eligible profile GPUs (or servers) in profile order go to the cluster's GPUs
-        (servers) in index order. An int: they are drawn uniformly without replacement with
-        ``numpy.random.default_rng(seed)``.
+        (servers) in index order; with ``by="server"``, larger cluster servers take theirs
+        first (servers of one size in index order). An int: they are drawn uniformly without
+        replacement with ``numpy.random.default_rng(seed)``.
     missing : {"drop", "median", "sample"}
         ``"drop"``: only GPUs measured in every class are eligible. ``"median"``: every GPU is
         eligible and an unmeasured class counts as 1.0 (the artifact's real-cluster rule).

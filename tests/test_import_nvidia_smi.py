@@ -41,6 +41,14 @@ def test_pairs_sample_has_four_pairs() -> None:
     assert topo.graph.nodes["host"]["gpu_paths"][0][:3] == ["X", "NV4", "PXB"]
 
 
+def test_gpu_paths_rows_are_in_local_order_whatever_the_header() -> None:
+    # The rows were kept in the header's order: with GPU1 first, row 0 was GPU1's.
+    m = parse_nvidia_smi("\tGPU1\tGPU0\tGPU2\nGPU1\t X \tNV4\tSYS\n"
+                         "GPU0\tNV4\t X \tPIX\nGPU2\tSYS\tPIX\t X \n")  # fmt: skip
+    paths = _one_server(m).graph.nodes["host"]["gpu_paths"]
+    assert paths == [["X", "NV4", "PIX"], ["NV4", "X", "SYS"], ["PIX", "SYS", "X"]]
+
+
 def test_pcie_sample_has_no_nvlink_tier() -> None:
     m = read_nvidia_smi(SAMPLES / "pcie-only.txt")
     assert m.n_gpus == 4 and m.nvlinks() == []

@@ -109,7 +109,8 @@ class GpuMatrix:
         """
         if server not in graph:
             graph.add_node(server, kind="server")
-        graph.nodes[server]["gpu_paths"] = [list(row) for row in self.paths]
+        order = sorted(range(self.n_gpus), key=self.local.__getitem__)  # rows in local order
+        graph.nodes[server]["gpu_paths"] = [[self.paths[i][j] for j in order] for i in order]
         names = [f"{server}/gpu{n}" for n in self.local]
         for name, n in zip(names, self.local, strict=True):
             graph.add_node(name, kind="gpu", local=n)
