@@ -307,7 +307,11 @@ def check_feasible(
     owner: dict[int, str] = {}
     problems = []
     for job_id, gpus in assignment.items():
-        if isinstance(gpus, (str, bytes)) or not hasattr(gpus, "__len__"):
+        if (
+            isinstance(gpus, (str, bytes))
+            or not hasattr(gpus, "__len__")
+            or np.ndim(gpus) == 0  # a 0-d array has __len__ but no length
+        ):
             problems.append(f"job {job_id!r} got {gpus!r}, not a list of GPU indices")
             continue
         if len(gpus) == 0:

@@ -113,6 +113,9 @@ def test_checker_finds_every_violation():
         "job 'zz' is not in the queue",
     ]
     assert check_feasible(busy, {"a": [0, 1, 2]}) == ["job 'a' needs 2 GPUs, got 3"]
+    assert check_feasible(busy, {"a": np.array(0)}) == [  # has __len__, no length: a TypeError
+        "job 'a' got array(0), not a list of GPU indices"
+    ]
     assert check_feasible(busy, {"a": [99, 99, 1, 1]})[1] == (
         "job 'a' got GPU gpu1, index 99 more than once"
     )

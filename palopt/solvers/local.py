@@ -7,14 +7,15 @@ Three moves, each made only if the round's weighted cost falls:
   are priced at once. When several GPUs are as slow as the slowest (the Longhorn profiles repeat
   64 measured GPUs, so ties are common), all of them trade at once, each with another owner.
 - *consolidate*: a job spread over several groups of the tier below its own moves its GPUs
-  outside its largest such group into that group. It trades them with owners that do not mind
-  where a GPU is: free GPUs, 1-GPU jobs, and jobs at the same tier or above. The job then drops a
-  tier, say from "rack" (penalty 1.7) to "server" (1.0). Single swaps cannot find this: each
-  swap alone leaves the tier, and so the cost, as it was.
+  outside one of its two largest such groups into that group. It trades them with owners that do
+  not mind where a GPU is: free GPUs, 1-GPU jobs, and jobs at the same tier or above. The job
+  then drops a tier, say from "rack" (penalty 1.7) to "server" (1.0). Single swaps cannot find
+  this: each swap alone leaves the tier, and so the cost, as it was.
 - *exchange*: two jobs of the same size trade their GPU sets.
 
 Rounds of moves repeat until a round gains less than :data:`MIN_GAIN` of the cost, or
-``max_rounds``, or (if given) a deadline passes, checked before each move. The search has no
+``max_rounds``, or (if given) a deadline passes, checked before each swap, each consolidation
+and each round's trades (one per job size). The search has no
 randomness, so without a deadline a placement always polishes to the same result.
 """
 
