@@ -1387,16 +1387,31 @@ def test_the_check_option_refuses_a_result_that_breaks_the_rules(sub):
 
 
 def test_a_job_of_exactly_the_rounds_simulated_is_accepted():
-    """The round cap is inclusive: a job needing exactly MAX_ROUNDS rounds is accepted, one a
-    round longer is refused unless a horizon of at most MAX_ROUNDS rounds cuts the run."""
+    """The round cap is inclusive: a job needing MAX_ROUNDS - 1 rounds (its completion is
+    recorded in the next, the MAX_ROUNDS-th) is accepted, one a round longer is refused unless a
+    horizon of at most MAX_ROUNDS rounds cuts the run."""
     from palopt.sim.engine import MAX_ROUNDS
 
     topo, cfg = build_cluster(1, 1, 1), SimConfig(100)
-    Simulator(topo, flat(1), [job("a", 1, 0, MAX_ROUNDS * 100)], config=cfg)
-    longer = [job("a", 1, 0, (MAX_ROUNDS + 1) * 100)]
+    Simulator(topo, flat(1), [job("a", 1, 0, (MAX_ROUNDS - 1) * 100)], config=cfg)
+    longer = [job("a", 1, 0, MAX_ROUNDS * 100)]
     with pytest.raises(InputError, match="alone needs"):
         Simulator(topo, flat(1), longer, config=cfg)
     Simulator(topo, flat(1), longer, config=replace(cfg, max_time_s=MAX_ROUNDS * 100))
+
+
+def test_a_job_the_check_accepts_finishes_within_the_round_cap(monkeypatch):
+    """At a cap of 100 rounds: a job of 99 rounds runs to its end (its completion recorded in
+    the 100th); one of 99.5 or 100, accepted before and then stopped by the cap, is refused."""
+    import palopt.sim.engine as engine
+
+    monkeypatch.setattr(engine, "MAX_ROUNDS", 100)
+    topo, cfg = build_cluster(1, 1, 1), SimConfig(1)
+    sim = Simulator(topo, flat(1), [job("a", 1, 0, 99)], config=cfg)
+    assert sim.run().jobs.finish[0] == pytest.approx(99.0)
+    for iters in (99.5, 100):
+        with pytest.raises(InputError, match="and one more that records its completion"):
+            Simulator(topo, flat(1), [job("a", 1, 0, iters)], config=cfg)
 
 
 def test_the_round_cap_counts_the_charged_slowdown_not_the_ranked_one():

@@ -130,7 +130,9 @@ class SimConfig:
         could not use.
     extra_jobs : bool
         Compat: feed untracked jobs after the trace (the trace repeated, Poisson arrivals at
-        ``extra_rate`` jobs per hour), as the artifact does. Results count tracked jobs only.
+        ``extra_rate`` jobs per hour), as the artifact does. The job results (JCTs, queueing
+        delays, preemptions, migrations) count tracked jobs only; GPU utilisation counts the
+        GPUs every job holds, extra jobs too.
     extra_rate : float
     extra_seed : int
     time_limit : float, optional
@@ -554,13 +556,15 @@ class Simulator:
             j.ideal_seconds * least[self.class_index[j.job_class]] / cfg.round_s for j in trace
         ]
         i = int(np.argmax(rounds)) if rounds else 0
-        if rounds and rounds[i] > MAX_ROUNDS:
+        # + 1: a job's completion is recorded at the start of the round after its last one
+        if rounds and rounds[i] + 1 > MAX_ROUNDS:
             c = self.class_index[trace[i].job_class]
             raise InputError(
                 f"trace[{i}].duration",
                 trace[i].iterations,
                 f"job {trace[i].id!r} alone needs {rounds[i]:.3g} rounds of {cfg.round_s:g} s "
-                f"at its class's least charged cost (slowdown x penalty) of {least[c]:.3g}; "
+                f"at its class's least charged cost (slowdown x penalty) of {least[c]:.3g}, and "
+                "one more that records its completion; "
                 f"at most {MAX_ROUNDS:,} are simulated: {_FEWER_ROUNDS}",
             )
 

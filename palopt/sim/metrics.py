@@ -45,11 +45,12 @@ def summary(res: SimResult) -> dict[str, Any]:
     dict
         ``jobs`` (tracked jobs completed), ``unfinished`` (tracked jobs not completed),
         ``avg_jct_h``, ``median_jct_h``, ``p99_jct_h`` (hours), ``makespan_h`` (first
-        submit to last completion), ``gpu_utilisation`` (GPU-seconds held by jobs over the
-        cluster's GPU-seconds, both over the makespan), ``avg_queueing_delay_h`` (submit to
-        first start), ``preemptions``, ``migrations``, ``rounds`` (rounds simulated: rounds with
-        no job running or waiting are skipped), ``round_s`` (round length in seconds),
-        ``solver``, ``policy``, ``wall_time_s``.
+        submit to last completion), ``gpu_utilisation`` (GPU-seconds held by jobs, untracked
+        extra jobs too, over the cluster's GPU-seconds, both over the makespan),
+        ``avg_queueing_delay_h`` (submit to first start), ``preemptions``, ``migrations``,
+        ``rounds`` (rounds simulated: rounds in which no job runs, waits or completes are
+        skipped), ``round_s`` (round length in seconds), ``solver``, ``policy``,
+        ``wall_time_s``.
 
     Examples
     --------

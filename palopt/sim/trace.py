@@ -180,7 +180,7 @@ def check_trace(trace: Sequence[TraceJob]) -> None:
     InputError
         For an empty or duplicate id, a size that is not a positive integer, a number of
         iterations or an iteration time that is not a finite positive number, a submit time
-        outside 0 to :data:`MAX_SUBMIT_TIME`, or a class that is not a name.
+        outside 0 to :data:`MAX_TIME_S`, or a class that is not a name.
 
     Examples
     --------
