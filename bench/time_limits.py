@@ -24,7 +24,8 @@ from palopt import solve
 from palopt.bench.families import Family, make_instance
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
+    """Time the solves (see the module documentation); returns the exit code."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=int, default=4096)
     ap.add_argument("--per-server", type=int, default=8)
@@ -34,7 +35,7 @@ def main() -> None:
     ap.add_argument("--limits", default="0.1,1", help="comma-separated seconds")
     ap.add_argument("--solvers", default="cpsat,milp:highs,milp:cbc,greedy")
     ap.add_argument("--repeats", type=int, default=3)
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     logging.disable(logging.WARNING)  # CBC's skip of large models is expected here
     family = Family(args.gpus, args.per_server, args.load, args.profile)
     solve(make_instance(Family(64, 4, 1.0, "synthetic"), 0), "cpsat", time_limit=0.5)  # imports
@@ -52,7 +53,8 @@ def main() -> None:
                 print(f"{family.name + ' s' + str(seed):>28} {name:>12} {limit:>6g} "
                       f"{statistics.median(times):>9.2f} {max(times):>7.2f} "
                       f"{max(times) / limit:>9.1f}  {status}", flush=True)  # fmt: skip
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

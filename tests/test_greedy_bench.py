@@ -382,11 +382,11 @@ def test_bench_quick_keeps_the_options_given(tmp_path: Path, capsys) -> None:
     assert {r["family"] for r in rows} == {"16g-4ps-50%-longhorn", "16g-4ps-100%-longhorn"}
 
 
-def _best_known_script():
+def _bench_script(name: str):
     import importlib.util
 
-    path = Path(__file__).resolve().parent.parent / "bench" / "best_known.py"
-    spec = importlib.util.spec_from_file_location("best_known", path)
+    path = Path(__file__).resolve().parent.parent / "bench" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -394,7 +394,7 @@ def _best_known_script():
 
 
 def test_best_known_script_joins_block_solves_into_a_feasible_round(capsys) -> None:
-    module = _best_known_script()
+    module = _bench_script("best_known")
     inst = make_instance(Family(64, 4, 1.0, "synthetic"), 1)
     positions = make_round(inst).open_positions
     blocks = module.deal(inst, positions, 2, 32)
@@ -409,7 +409,7 @@ def test_best_known_script_joins_block_solves_into_a_feasible_round(capsys) -> N
 
 
 def test_best_known_script_passes_options_to_the_blocks_solver(capsys) -> None:
-    module = _best_known_script()
+    module = _bench_script("best_known")
     args = ["--gpus", "64", "--per-server", "4", "--block-gpus", "32", "--bound-time", "0.2"]
     runs = []
     for _ in range(2):  # deterministic: the blocks' placements repeat exactly
@@ -437,7 +437,7 @@ def test_best_known_by_size_table_splits_the_cost_by_job_size() -> None:
     scattered = {"a": (4, 5, 6, 8), "b": (0, 1), "c": (2,)}  # a over two racks
     assert_feasible(inst, packed)
     assert_feasible(inst, scattered)
-    lines = _best_known_script().by_size(inst, {"packed": packed, "scattered": scattered})
+    lines = _bench_script("best_known").by_size(inst, {"packed": packed, "scattered": scattered})
     rows = {int(line.split()[0]): line.split() for line in lines[2:]}
     assert sorted(rows) == [1, 2, 4]
     # size, jobs | cost spread slow | cost spread slow
@@ -612,3 +612,20 @@ def test_bench_edges_that_are_allowed(tmp_path: Path, capsys) -> None:
             ("cpsat", "optimum")
         ]
     assert "run up to" not in capsys.readouterr().out  # cpsat ran every round: nothing left out
+
+
+def test_time_limits_script_times_each_solver_and_limit(capsys) -> None:
+    args = ["--gpus", "64", "--per-server", "4", "--seeds", "0,1", "--limits", "0.2,1"]
+    assert (
+        _bench_script("time_limits").main([*args, "--solvers", "cpsat,greedy", "--repeats", "1"])
+        == 0
+    )
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[1:]]
+    assert [(r[0], r[1], r[2], r[3]) for r in rows] == [
+        ("64g-4ps-100%-synthetic", f"s{seed}", solver, limit)
+        for seed in (0, 1)
+        for solver in ("cpsat", "greedy")
+        for limit in ("0.2", "1")
+    ]
+    assert {r[-1] for r in rows if r[2] == "greedy"} == {"heuristic"}
+    assert all(float(r[4]) <= float(r[5]) for r in rows)  # median, max
