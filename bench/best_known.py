@@ -26,7 +26,7 @@ import time
 import numpy as np
 
 from palopt import Instance, build_cluster, solve
-from palopt.bench.families import RACK_GPUS, Family, make_instance
+from palopt.bench.families import Family, make_instance
 from palopt.commands import option_dict, parse_option
 from palopt.cost import assert_feasible, evaluate, job_cost
 from palopt.errors import PaloptError
@@ -100,7 +100,7 @@ def main(argv: list[str] | None = None) -> int:
     family = Family(args.gpus, args.per_server, args.load, args.profile)
     racks, per_rack, per_server = family.shape
     size = min(args.block_gpus, family.n_gpus)
-    if size < 1 or family.n_gpus % size or (racks > 1 and size % RACK_GPUS):
+    if size < 1 or family.n_gpus % size or size % (per_rack * per_server):
         raise SystemExit(f"--block-gpus {args.block_gpus}: not whole racks that split the round")
     blocks = family.n_gpus // size
     options = option_dict(args.option, "-o")

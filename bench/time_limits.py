@@ -22,6 +22,7 @@ import time
 
 from palopt import solve
 from palopt.bench.families import Family, make_instance
+from palopt.errors import PaloptError
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,4 +58,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    try:
+        raise SystemExit(main())
+    except PaloptError as exc:
+        raise SystemExit(f"time_limits.py: error: {exc}") from None

@@ -74,6 +74,18 @@ def test_a_full_load_queue_goes_three_jobs_past_the_cluster(seed: int) -> None:
     assert admitted_prefix(half) == len(half.queue)
 
 
+def test_a_queue_fills_a_whole_percent_load_exactly() -> None:
+    # 0.29 * 800 is 231.99999999999997 in floating point: a job bringing the queue to exactly
+    # 232 GPUs was refused (seed 21: 231 GPUs, then a 1-GPU job).
+    from palopt.bench.families import sample_jobs
+
+    fam = Family(800, 4, 0.29, "synthetic")
+    assert sum(j.num_gpus for j in make_instance(fam, 21).queue) == 232
+    for seed in range(10):
+        jobs = sample_jobs(800, 0.29, np.random.default_rng(seed))
+        assert sum(j.num_gpus for j in jobs) <= 232
+
+
 def test_a_cluster_smaller_than_four_gpus_gets_one_gpu_jobs() -> None:
     """A 2-GPU family (a quarter of it is under one GPU) still builds a queue of 1-GPU jobs."""
     inst = make_instance(Family(2, 2, 1.0, "synthetic"), 0)

@@ -460,6 +460,8 @@ def test_bench_keeps_finished_instances_when_interrupted(
         return real(*args, **kwargs)
 
     monkeypatch.setattr(runner, "run_instance", stop_on_second)
+    for earlier in ("summary.csv", "gaps.png"):  # an earlier run's, beside the new bench.csv
+        (tmp_path / earlier).write_text("earlier run")
     args = ["bench", "--quick", "--sizes", "16", "--solvers", "pal,greedy", "--seeds", "2"]
     assert main([*args, "--out", str(tmp_path), "--no-plot"]) == 130
     with (tmp_path / "bench.csv").open() as fh:
@@ -468,7 +470,7 @@ def test_bench_keeps_finished_instances_when_interrupted(
         ("16g-4ps-50%-longhorn", "0", "pal"),
         ("16g-4ps-50%-longhorn", "0", "greedy"),
     ]
-    assert not (tmp_path / "summary.csv").exists()
+    assert not (tmp_path / "summary.csv").exists() and not (tmp_path / "gaps.png").exists()
 
 
 def test_the_table_shows_a_rounding_error_below_the_reference_as_zero() -> None:
@@ -509,6 +511,7 @@ def test_the_table_shows_a_rounding_error_below_the_reference_as_zero() -> None:
         ("--sizes", "16,64,16", "--sizes = 16: given twice"),
         ("--profiles", "longhorn,longhorn", "--profiles = 'longhorn': given twice"),
         ("--solvers", "pal,greedy,pal", "--solvers = 'pal': given twice"),
+        ("--solvers", "milp,milp:cbc", "--solvers = 'milp:cbc': given twice"),  # the default
         ("--loads", "0.5,0.50", "--loads = 0.5: given twice"),
         # one whole percent, two floats: the family 50% would run twice
         ("--loads", "0.5,0.500000000001", "--loads = 0.500000000001: given twice"),
@@ -629,3 +632,12 @@ def test_time_limits_script_times_each_solver_and_limit(capsys) -> None:
     ]
     assert {r[-1] for r in rows if r[2] == "greedy"} == {"heuristic"}
     assert all(float(r[4]) <= float(r[5]) for r in rows)  # median, max
+
+
+def test_best_known_script_refuses_blocks_of_part_of_a_rack() -> None:
+    # A block below one rack's GPUs on a one-rack cluster was let through, then failed with
+    # "racks = 0", an option never given.
+    with pytest.raises(SystemExit, match="--block-gpus 16: not whole racks"):
+        _bench_script("best_known").main(
+            ["--gpus", "32", "--per-server", "4", "--block-gpus", "16"]
+        )

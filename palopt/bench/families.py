@@ -284,12 +284,14 @@ def sample_jobs(n_gpus: int, load: float, rng: np.random.Generator) -> list[Job]
     sizes, classes = _philly_jobs(str(shared_path("pal-artifact/traces")))
     ok = sizes <= max(1, min(48, n_gpus // 4))
     sizes, classes = sizes[ok], classes[ok]
-    target = load * n_gpus
+    # In whole GPUs x 100: load * n_gpus in floating point can fall just under a whole number
+    # (0.29 * 800 = 231.99999999999997), which would refuse a job filling exactly the load.
+    target = round(100 * load) * n_gpus
     jobs: list[Job] = []
     used, extra = 0, 0
     while extra < 3:
         i = int(rng.integers(len(sizes)))
-        if used + sizes[i] > target:
+        if 100 * (used + int(sizes[i])) > target:
             if load < 1:
                 break
             extra += 1

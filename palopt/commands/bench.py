@@ -15,6 +15,7 @@ from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
 from palopt.bench.runner import EXACT, HEURISTICS, Row, SolverSpec, run_bench
 from palopt.commands import check_folder, file_path, require_plotting
 from palopt.errors import InputError, check_time_limit
+from palopt.solvers.base import get_solver
 
 #: Defaults of the full run, and of ``--quick``; an option given on the command line wins over both.
 FULL = {
@@ -154,7 +155,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     solvers = [SolverSpec.parse(s) for s in args.solvers.split(",") if s]
     if not solvers:
         raise InputError("--solvers", args.solvers, "expected comma-separated solver names")
-    _distinct([s.label for s in solvers], "--solvers", [(s.name, s.options) for s in solvers])
+    # Keyed by the solver as built, so "milp" and "milp:cbc" (its default back end) are one.
+    built = [get_solver(s.name, **dict(s.options)) for s in solvers]
+    keys = [(s.name, getattr(b, "backend", None)) for s, b in zip(solvers, built, strict=True)]
+    _distinct([s.label for s in solvers], "--solvers", keys)
     if all(s.exact for s in solvers) and max(sizes) > args.exact_max_gpus:
         raise InputError(
             "--solvers",
@@ -171,6 +175,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for prof in profiles
     ]
     args.out.mkdir(parents=True, exist_ok=True)
+    for stale in ("summary.csv", "gaps.png"):  # an earlier run's, which this run may not replace
+        (args.out / stale).unlink(missing_ok=True)
     with (args.out / "bench.csv").open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=[f.name for f in fields(Row)])
         writer.writeheader()
