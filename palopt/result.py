@@ -478,7 +478,7 @@ class PlacementResult:
         result.check_instance(instance)
         if data.get("n_jobs", len(rows)) != len(rows):
             raise InputError("n_jobs", data["n_jobs"], f"the result lists {len(rows)} jobs")
-        gap, derived = data.get("gap"), result.gap
+        gap, derived = data.get("gap", result.gap), result.gap  # optional, as n_jobs is
         if gap is None or derived is None:
             agrees = gap is None and derived is None
         else:

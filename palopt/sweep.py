@@ -250,22 +250,24 @@ def _local(
     # Spawned, not forked: a forked child inherits the locks of the parent's other threads (the
     # pool's own manager thread, a solver's) in whatever state they were; Python 3.12 warns.
     spawn = multiprocessing.get_context("spawn")
+    # At most one cell per worker is submitted at a time (as on Ray): the pool moves submitted
+    # calls into its queue, where they can no longer be cancelled, and runs them after an error.
     with ProcessPoolExecutor(max_workers=workers, mp_context=spawn) as pool:
-        pending: dict[Future[dict[str, Any]], dict[str, Any]] = {
-            pool.submit(fn, c): c for c in cells
-        }
-        while pending:
+        waiting = iter(cells)
+        pending: dict[Future[dict[str, Any]], dict[str, Any]] = {}
+        while True:
+            if error is None:
+                for c in itertools.islice(waiting, workers - len(pending)):
+                    pending[pool.submit(fn, c)] = c
+            if not pending:
+                break
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for fut in finished:
                 cell = pending.pop(fut)
-                if fut.cancelled():
-                    continue
                 if fut.exception() is None:
                     yield cell, fut.result()
                 elif error is None:
                     error = fut.exception()
-                    for other in pending:
-                        other.cancel()
     if error is not None:
         raise error
 
@@ -502,7 +504,16 @@ def collect(spec: SweepSpec, cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame
     table = pd.DataFrame(rows)
     spec.out.mkdir(parents=True, exist_ok=True)
     if spec.format == "parquet":
-        table.to_parquet(spec.out / "results.parquet", index=False)
+        # pyarrow cannot write a column of empty mappings (every cell's default options) and
+        # reads mixed ones back changed: mappings and lists are written as JSON text.
+        nested = {
+            c: table[c].map(
+                lambda v: json.dumps(v, sort_keys=True) if isinstance(v, (dict, list)) else v
+            )
+            for c in table.columns
+            if table[c].map(lambda v: isinstance(v, (dict, list))).any()
+        }
+        table.assign(**nested).to_parquet(spec.out / "results.parquet", index=False)
     else:
         write_text(spec.out / "results.csv", table.to_csv(index=False))
     return table

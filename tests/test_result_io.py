@@ -155,6 +155,16 @@ def test_a_bad_field_is_named(path: tuple, value: object, message: str, schema_t
     assert jsonschema.Draft202012Validator(result_schema()).is_valid(data) is not schema_too
 
 
+def test_the_optional_fields_may_be_left_out() -> None:
+    # The schema makes n_jobs and gap optional; a result with a bound and no gap was refused.
+    data = json.loads(json.dumps(solve(INST, "cpsat", time_limit=5).to_dict(INST)))
+    assert data["bound"] is not None and data["gap"] is not None
+    for field in ("n_jobs", "gap"):
+        left = {k: v for k, v in data.items() if k != field}
+        assert jsonschema.Draft202012Validator(result_schema()).is_valid(left)
+        assert PlacementResult.from_dict(left, INST).to_dict(INST) == data
+
+
 def test_a_result_of_another_instance_is_refused() -> None:
     other = Instance(TOPO, ("A", "B"), SLOWDOWN, PENALTY, QUEUE[:3])
     with pytest.raises(InputError, match="the result is of a shorter queue|another queue"):

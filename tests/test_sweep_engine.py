@@ -173,10 +173,9 @@ def test_after_a_bad_cell_the_running_cells_are_kept_and_the_rest_cancelled(tmp_
     with pytest.raises(InputError, match="x = -1"):
         run_sweep(spec, slow_unless_negative, workers=2)
     stored = sorted((tmp_path / "out" / "cells").glob("*.json"))
-    # the cells the pool had started are stored; the rest were cancelled, not run (was: all
-    # run, none stored)
-    assert len(stored) == len(list(started.iterdir()))
-    assert 1 <= len(stored) < 9
+    # the cells the pool had started are stored; no other starts (was: all run, none stored;
+    # then up to three more, which the pool had queued where they could not be cancelled)
+    assert len(stored) == len(list(started.iterdir())) == 1
     assert not list((tmp_path / "out" / "cells").glob("*.tmp"))
 
 
@@ -356,3 +355,17 @@ def test_a_long_damaged_cell_result_is_quoted_short(tmp_path):
     with pytest.raises(InputError, match="not a stored result") as caught:
         run_sweep(spec, square_cell, workers=1)
     assert caught.value.value == "{" + "x" * 56 + "..."
+
+
+def test_parquet_results_hold_options_as_json_text(tmp_path, monkeypatch):
+    # pyarrow cannot write a column of empty mappings (every cell's default options): the
+    # sweep crashed after running every cell. Mappings and lists go out as JSON text.
+    import pandas as pd
+
+    written: list[pd.DataFrame] = []
+    monkeypatch.setattr(pd.DataFrame, "to_parquet", lambda self, *a, **k: written.append(self))
+    spec = SweepSpec({"x": (1, 2)}, {"options": {}}, tmp_path, format="parquet")
+    run_sweep(spec, lambda cell: {"metric": cell["x"], "sizes": [cell["x"], 3]}, workers=1)
+    (table,) = written
+    assert list(table["options"]) == ["{}", "{}"] and list(table["sizes"]) == ["[1, 3]", "[2, 3]"]
+    assert list(table["metric"]) == [1, 2]
