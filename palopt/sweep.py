@@ -460,7 +460,8 @@ def collect(spec: SweepSpec, cells: Iterable[Mapping[str, Any]]) -> pd.DataFrame
     ----------
     spec : SweepSpec
         Its ``out`` folder holds the stored cells; the table is written there as
-        ``results.csv`` or ``results.parquet`` (by ``spec.format``), replacing an older one.
+        ``results.csv`` or ``results.parquet`` (by ``spec.format``; there a mapping or list
+        value, such as a cell's options, is JSON text), replacing an older one.
     cells : iterable of mapping
         The cells to collect, e.g. :func:`expand` of ``spec`` or a part of it.
 
