@@ -37,7 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--solvers", default="cpsat,milp:highs,milp:cbc,greedy")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args(argv)
-    logging.disable(logging.WARNING)  # CBC's skip of large models is expected here
     family = Family(args.gpus, args.per_server, args.load, args.profile)
     solve(make_instance(Family(64, 4, 1.0, "synthetic"), 0), "cpsat", time_limit=0.5)  # imports
     print(f"{'round':>28} {'solver':>12} {'limit':>6} {'median s':>9} {'max s':>7} "
@@ -58,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    logging.disable(logging.WARNING)  # CBC's skip of large models is expected here
     try:
         raise SystemExit(main())
     except PaloptError as exc:
