@@ -19,9 +19,9 @@ A grid file (TOML)::
 Each cell is run by a *cell function* (a picklable callable ``dict -> dict`` of metrics); a
 finished cell is stored as ``cells/<id>.json`` under the results folder, where ``<id>`` is a hash of
 its parameters (and the spec's ``context``), and skipped when the sweep is run again. Cells run
-in a local process pool by default, or as Ray tasks (``engine="ray"``). When a cell fails, the
-cells not yet started are cancelled, those running are finished and stored, and the cell's error
-is raised (a palopt error names the cell by its grid values).
+in a local process pool by default, or as Ray tasks (``engine="ray"``), at most one per worker
+at a time. When a cell fails, no further cell starts, those running are finished and stored,
+and the cell's error is raised (a palopt error names the cell by its grid values).
 """
 
 from __future__ import annotations
@@ -237,6 +237,37 @@ def _store(spec: SweepSpec, cell: dict[str, Any], metrics: dict[str, Any]) -> No
     write_text(path, json.dumps(stored, default=str))
 
 
+def _windowed(
+    cells: list[dict[str, Any]],
+    window: int,
+    start: Callable[[dict[str, Any]], Any],
+    finish: Callable[[list[Any]], list[tuple[Any, Any]]],
+) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(cell, metrics) of each cell, run at most ``window`` at a time: ``start(cell)`` gives a
+    handle, ``finish(handles)`` waits for some and gives (handle, metrics or the cell's error).
+    Cells are not handed over ahead of a free worker (a process pool's queued calls can no
+    longer be cancelled, and Ray's cancel interrupts running tasks too), so after an error no
+    further cell starts; those running are waited for and yielded, so stored, and then the
+    first error is raised."""
+    error: BaseException | None = None
+    waiting = iter(cells)
+    running: dict[Any, dict[str, Any]] = {}
+    while True:
+        if error is None:
+            for cell in itertools.islice(waiting, window - len(running)):
+                running[start(cell)] = cell
+        if not running:
+            break
+        for handle, outcome in finish(list(running)):
+            cell = running.pop(handle)
+            if not isinstance(outcome, BaseException):
+                yield cell, outcome
+            elif error is None:
+                error = outcome
+    if error is not None:
+        raise error
+
+
 def _local(
     fn: CellFunction, cells: list[dict[str, Any]], workers: int
 ) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
@@ -244,32 +275,16 @@ def _local(
         for cell in cells:
             yield cell, fn(cell)
         return
-    # After a cell fails, the cells not started are cancelled; those running are waited for and
-    # yielded (so stored), and then the first error is raised.
-    error: BaseException | None = None
+
+    def finish(futures: list[Future[dict[str, Any]]]) -> list[tuple[Any, Any]]:
+        done, _ = wait(futures, return_when=FIRST_COMPLETED)
+        return [(f, f.exception() or f.result()) for f in done]
+
     # Spawned, not forked: a forked child inherits the locks of the parent's other threads (the
     # pool's own manager thread, a solver's) in whatever state they were; Python 3.12 warns.
     spawn = multiprocessing.get_context("spawn")
-    # At most one cell per worker is submitted at a time (as on Ray): the pool moves submitted
-    # calls into its queue, where they can no longer be cancelled, and runs them after an error.
     with ProcessPoolExecutor(max_workers=workers, mp_context=spawn) as pool:
-        waiting = iter(cells)
-        pending: dict[Future[dict[str, Any]], dict[str, Any]] = {}
-        while True:
-            if error is None:
-                for c in itertools.islice(waiting, workers - len(pending)):
-                    pending[pool.submit(fn, c)] = c
-            if not pending:
-                break
-            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
-            for fut in finished:
-                cell = pending.pop(fut)
-                if fut.exception() is None:
-                    yield cell, fut.result()
-                elif error is None:
-                    error = fut.exception()
-    if error is not None:
-        raise error
+        yield from _windowed(cells, workers, lambda cell: pool.submit(fn, cell), finish)
 
 
 def _ray(
@@ -279,37 +294,27 @@ def _ray(
         import ray
     except ImportError:
         raise ImportError("engine 'ray' needs Ray: pip install 'palopt[ray]'") from None
+
+    def finish(refs: list[Any]) -> list[tuple[Any, Any]]:
+        ready, _ = ray.wait(refs, num_returns=1)
+        out = []
+        for ref in ready:
+            try:
+                out.append((ref, ray.get(ref)))
+            except ray.exceptions.RayTaskError as exc:  # the cell's own error, not Ray's wrapper
+                out.append((ref, exc.cause if isinstance(exc.cause, BaseException) else exc))
+        return out
+
     started = not ray.is_initialized()
     if started:
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    # As in _local, the first error is raised after the running cells. At most one cell per CPU
-    # of the cluster is submitted at a time, so after an error the cells not started are simply
-    # not submitted (ray.cancel would interrupt running ones too).
-    error: BaseException | None = None
     try:
         task = ray.remote(_call)
-        window = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        waiting = iter(cells)
-        refs: dict[Any, dict[str, Any]] = {}
-        while True:
-            if error is None:
-                for cell in itertools.islice(waiting, window - len(refs)):
-                    refs[task.remote(fn, cell)] = cell
-            if not refs:
-                break
-            ready, _ = ray.wait(list(refs), num_returns=1)
-            for ref in ready:
-                cell = refs.pop(ref)
-                try:
-                    yield cell, ray.get(ref)
-                except ray.exceptions.RayTaskError as exc:
-                    if error is None:  # the cell's own error, not Ray's wrapper and traceback
-                        error = exc.cause if isinstance(exc.cause, BaseException) else exc
+        window = max(1, int(ray.cluster_resources().get("CPU", 1)))  # one cell per CPU
+        yield from _windowed(cells, window, lambda cell: task.remote(fn, cell), finish)
     finally:
         if started:
             ray.shutdown()
-    if error is not None:
-        raise error
 
 
 def _call(fn: CellFunction, cell: dict[str, Any]) -> dict[str, Any]:
