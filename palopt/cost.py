@@ -333,8 +333,8 @@ def check_feasible(
             problems.append(
                 f"job {job_id!r} needs {counted(job.num_gpus, 'GPU')}, got {len(as_list)}"
             )
-        values, counts = np.unique(as_list, return_counts=True)
-        if (counts > 1).any():
+        if len(set(as_list)) != len(as_list):
+            values, counts = np.unique(as_list, return_counts=True)
             ids = instance.topology.gpu_ids
             names = [ids[g] if 0 <= g < n else f"index {g}" for g in values[counts > 1]]
             problems.append(f"job {job_id!r} got GPU {', '.join(names)} more than once")
