@@ -482,6 +482,16 @@ class ExactSolver:
                 result = replace(result, status=Status.FEASIBLE)
             return result
 
+        def without_model(
+            chosen: dict[int, np.ndarray], source: str, bound: float, why: str
+        ) -> PlacementResult:
+            """The best placement so far when the exact model gave none: ``feasible``, or ``no
+            solution`` if it is the greedy's (``settings["fallback"]`` says why)."""
+            if source != "greedy":
+                return finish(chosen, Status.FEASIBLE, bound)
+            settings["fallback"] = f"greedy placement returned: {why}"
+            return finish(chosen, Status.NO_SOLUTION, bound)
+
         if not rnd.open_positions:
             return finish({}, Status.OPTIMAL, 0.0)
         best = greedy_assignment(rnd, budget.deadline())
@@ -589,10 +599,7 @@ class ExactSolver:
         except OutOfTime:
             why = "the time limit passed before the exact model was built"
             log.info("%s: %s", self.name, why)
-            if source != "greedy":
-                return finish(best, Status.FEASIBLE, bound)
-            settings["fallback"] = f"greedy placement returned: {why}"
-            return finish(best, Status.NO_SOLUTION, bound)
+            return without_model(best, source, bound, why)
         start = model.start(best, rnd) if self.warm_start else None
         settings.update(
             n_vars=model.sparse.n_vars,
@@ -634,8 +641,6 @@ class ExactSolver:
             settings["proof"] = "lower bound"
         # A proof covers the incumbent too when it is cheaper than the model's optimum (the
         # model sees costs rounded down, to within (jobs / scale) of the true costs).
-        if status == Status.NO_SOLUTION and source != "greedy":
-            status = Status.FEASIBLE
         if status == Status.NO_SOLUTION:
-            settings["fallback"] = f"greedy placement returned: {why}"
+            return without_model(best, source, bound, why)
         return finish(best, status, bound)
