@@ -4,8 +4,9 @@
 2. Place them with the cost-aware greedy (local search included): the first upper bound, warm
    start and fallback. By the wall clock no greedy pass, local-search move or step below
    starts after the limit, but one under way runs to its end (the steps given a share of the
-   limit stop at it): at 4,096 GPUs and full load a solve given 0.1 s took 0.13-0.21 s and
-   returned the greedy's placement (``no solution``), at 16,384 GPUs 0.5-0.6 s.
+   limit, and the placement by prices, stop at it): at 4,096 GPUs and full load a solve given
+   0.1 s took 0.13-0.21 s and returned the greedy's placement (``no solution``), at 16,384
+   GPUs 0.5-0.6 s.
 3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
    configuration-LP bound and a pool of good GPU sets (up to half the limit). If it stops short
    of the LP value (large rounds at full load), the subgradient Lagrangian bound of
@@ -47,6 +48,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -76,6 +78,10 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+#: A step of the flow's improvement phase: (best placement so far, seconds given) -> (its
+#: placement, or ``None`` if it ran out of time, and the work it did, for deterministic mode).
+Step = Callable[[dict[int, np.ndarray], float], tuple[dict[int, np.ndarray] | None, int]]
 
 DEFAULT_TIME_LIMIT = 10.0
 DEFAULT_SCALE = 1e6
@@ -539,10 +545,18 @@ class ExactSolver:
                 settings["lagrangian_steps"] = work
             if rnd.multi:
                 target = bound + self.gap * abs(bound)
-                steps = [("rounding", lambda b, t: (round_columns(rnd, cg), 0), 0.0)]
+                steps: list[tuple[str, Step, float]] = [
+                    ("rounding", lambda b, t: (round_columns(rnd, cg), 0), 0.0)
+                ]
                 if prices is not None:
                     guide = prices
-                    steps.append(("prices", lambda b, t: (price_placement(rnd, guide), 0), 0.0))
+                    steps.append(
+                        (
+                            "prices",
+                            lambda b, t: (price_placement(rnd, guide, budget.deadline()), 0),
+                            0.0,
+                        )
+                    )
                 steps += [
                     (
                         "search",
@@ -581,6 +595,8 @@ class ExactSolver:
                     share = budget.take(share)
                     placed, work = step(best, share)
                     budget.settle(share, label, work)
+                    if placed is None:  # the limit passed while the prices placed the round
+                        break
                     chosen = polish(rnd, placed, deadline=budget.deadline())
                     cost = round_cost(weighted, chosen)
                     if cost < ub:
