@@ -139,8 +139,9 @@ def test_without_an_optimum_the_highest_bound_is_the_reference(monkeypatch) -> N
 
 
 def test_the_lagrangian_bound_runs_only_where_exact_solvers_do_not(monkeypatch) -> None:
-    """Above --exact-max-gpus the Lagrangian bound gets --bound-time and is the reference when
-    highest; at or below it no time goes to it; a round of 1-GPU jobs needs none."""
+    """On a round no exact solver runs on (above --exact-max-gpus, or none named) the Lagrangian
+    bound gets --bound-time and is the reference when highest; where one runs no time goes to
+    it; a round of 1-GPU jobs needs none."""
     calls = []
     real = runner.lagrangian_bound
 
@@ -152,17 +153,20 @@ def test_the_lagrangian_bound_runs_only_where_exact_solvers_do_not(monkeypatch) 
     specs = _specs("greedy")
     inst = make_instance(SMALL, 0)
     assert make_round(inst).multi  # a 4-GPU job
-    assert run_instance(SMALL, 0, specs, 1.0, 16, 0.25)[0].reference == lower_bound(
-        make_round(inst)
-    )
+    with_exact = run_instance(SMALL, 0, _specs("greedy", "cpsat"), 1.0, 16, 0.25)
     assert calls == []
-    row = run_instance(SMALL, 0, specs, 1.0, 0, 0.25)[0]
-    assert calls == [0.25]
-    assert lower_bound(make_round(inst)) <= row.reference <= row.objective
+    assert with_exact[1].status == "optimal"
+    assert with_exact[0].reference == with_exact[1].objective
+    for exact_max_gpus in (16, 0):  # greedy alone: the bound whatever the size
+        row = run_instance(SMALL, 0, specs, 1.0, exact_max_gpus, 0.25)[0]
+        assert calls[-1] == 0.25
+        assert lower_bound(make_round(inst)) <= row.reference <= row.objective
+    row = run_instance(SMALL, 0, _specs("greedy", "cpsat"), 1.0, 0, 0.25)[0]
+    assert calls == [0.25] * 3  # cpsat skipped above 0 GPUs
     ones = Family(16, 4, 1.0, "synthetic")
     seed = next(s for s in range(20) if not make_round(make_instance(ones, s)).multi)
     run_instance(ones, seed, specs, 1.0, 0, 0.25)
-    assert calls == [0.25]
+    assert calls == [0.25] * 3
 
 
 def test_solvers_get_the_round_seed_and_only_exact_ones_a_limit(monkeypatch) -> None:

@@ -3,7 +3,8 @@
 For every instance all solvers place the admitted queue prefix (the heuristics stop at the first
 job that does not fit, which is the same set), so costs compare directly. The *reference* of an
 instance is the proven optimum when an exact solver proved one, else the best lower bound known
-(exact solvers' bounds, the cheap bound, and on large rounds the Lagrangian bound). A solver's
+(exact solvers' bounds, the cheap bound, and on rounds no exact solver ran on the Lagrangian
+bound). A solver's
 gap is ``(objective - reference) / reference``; it is NaN for a solver that placed another number
 of jobs than the admitted prefix (its cost does not compare, and its bound and proof are not
 taken for the reference).
@@ -205,8 +206,9 @@ def run_instance(
     exact_max_gpus : int
         Exact solvers are left out on clusters of more GPUs.
     bound_time : float
-        Seconds for the Lagrangian bound, computed when no solver proved an optimum, the round
-        has a job of two or more GPUs and the cluster has more than ``exact_max_gpus`` GPUs.
+        Seconds for the Lagrangian bound, computed when no exact solver ran on the round (none
+        is in ``solvers``, or the cluster has more than ``exact_max_gpus`` GPUs) and the round
+        has a job of two or more GPUs.
 
     Returns
     -------
@@ -238,9 +240,11 @@ def run_instance(
     rows: list[Row] = []
     bounds = [lower_bound(rnd)]
     optimum = None
+    exact_ran = False
     for spec in solvers:
         if spec.exact and family.n_gpus > exact_max_gpus:
             continue
+        exact_ran |= spec.exact
         solver = get_solver(spec.name, **dict(spec.options))
         result = solver.solve(inst, time_limit=time_limit if spec.exact else None, seed=seed)
         assert_feasible(inst, result)
@@ -277,7 +281,7 @@ def run_instance(
     if not rows:
         return []
     best = min((r.objective for r in rows if r.n_placed == r.n_jobs), default=None)
-    if optimum is None and best is not None and rnd.multi and family.n_gpus > exact_max_gpus:
+    if optimum is None and not exact_ran and best is not None and rnd.multi:
         bounds.append(lagrangian_bound(rnd, best, time_limit=bound_time)[0])
     if optimum is not None:
         reference, kind = optimum, "optimum"

@@ -109,7 +109,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--bound-time",
         type=float,
         default=5.0,
-        help="seconds for the Lagrangian bound on rounds above --exact-max-gpus "
+        help="seconds for the Lagrangian bound on rounds no exact solver runs on "
         "(default %(default)g)",
     )
     p.add_argument(
