@@ -53,10 +53,12 @@ class FrozenDict(dict):  # type: ignore[type-arg]
 
 
 def frozen_array(values: np.ndarray) -> np.ndarray:
-    """A read-only view of ``values`` (made read-only too) that cannot be made writeable again.
+    """A read-only copy of ``values`` that cannot be made writeable again, nor can its memory.
 
     numpy lets ``setflags(write=True)`` undo ``setflags(write=False)`` on an array that owns its
-    memory; on a view of a read-only array it refuses.
+    memory, and a view's ``.base`` is that array: a read-only view of it left the data open to
+    anyone who reached for ``.base``. The copy's memory is an immutable ``bytes`` object, so
+    numpy refuses to make any array over it writeable.
 
     Examples
     --------
@@ -65,11 +67,14 @@ def frozen_array(values: np.ndarray) -> np.ndarray:
     Traceback (most recent call last):
     ...
     ValueError: cannot set WRITEABLE flag to True of this array
+    >>> a.base.setflags(write=True)  # (the array under the view: refused too)
+    Traceback (most recent call last):
+    ...
+    ValueError: cannot set WRITEABLE flag to True of this array
     """
-    values.setflags(write=False)
-    view = values.view()
-    view.setflags(write=False)
-    return view
+    frozen = np.frombuffer(values.tobytes(), dtype=values.dtype).reshape(values.shape)
+    frozen.setflags(write=False)
+    return frozen
 
 
 def frozen_state(state: dict[str, Any]) -> dict[str, Any]:

@@ -112,7 +112,12 @@ class _KMeansDP:
         self.u, inverse, counts = np.unique(x, return_inverse=True, return_counts=True)
         self.inverse = inverse.ravel()
         w = counts.astype(np.float64)
-        uc = self.u - float(np.dot(w, self.u) / w.sum())  # centring keeps differences accurate
+        # The values scaled by a power of two (exactly) to below 1 in magnitude: the sums of
+        # squares overflowed from about 1e154 (inf - inf made every cost NaN), and underflowed
+        # to nothing below about 1e-154.
+        self.exp = int(np.frexp(np.abs(self.u).max())[1])
+        self.scaled = us = np.ldexp(self.u, -self.exp)
+        uc = us - float(np.dot(w, us) / w.sum())  # centring keeps differences accurate
         self.s0 = np.concatenate(([0.0], np.cumsum(w)))
         self.s1 = np.concatenate(([0.0], np.cumsum(w * uc)))
         self.s2 = np.concatenate(([0.0], np.cumsum(w * uc * uc)))
@@ -174,12 +179,17 @@ class _KMeansDP:
         # mean of each cluster as its smallest value plus the mean offset from it: exact for a
         # cluster of equal values, and free of the cancellation of a plain weighted sum
         w = np.diff(self.s0)
-        base = self.u[np.concatenate(([0], bounds[1:]))]
-        offsets = np.bincount(unique_labels, weights=w * (self.u - base[unique_labels]))
-        centres = base + offsets / np.bincount(unique_labels, weights=w)
+        first = np.concatenate(([0], bounds[1:]))
+        base = self.u[first]
+        # (the offsets from the base on the scaled values, then scaled back: the same numbers,
+        # as the scale is a power of two, and no overflow between values far apart)
+        us = self.scaled
+        offsets = np.bincount(unique_labels, weights=w * (us - us[first][unique_labels]))
+        centres = base + np.ldexp(offsets / np.bincount(unique_labels, weights=w), self.exp)
         # the squared error of the clusters found, term by term: the DP's cost comes from
         # differences of prefix sums, which lose small clusters' errors to a wide value range
-        sse = float(np.dot(w, (self.u - centres[unique_labels]) ** 2))
+        with np.errstate(over="ignore"):  # (an error beyond the largest float is inf)
+            sse = float(np.dot(w, (self.u - centres[unique_labels]) ** 2))
         return unique_labels[self.inverse], centres, sse
 
 
@@ -235,6 +245,8 @@ def _check_values(values: Sequence[float] | np.ndarray) -> np.ndarray:
         x = np.asarray(values, dtype=np.float64)
     except (TypeError, ValueError):
         raise InputError("values", values, "expected a sequence of numbers") from None
+    except OverflowError:  # an int beyond the largest float
+        raise InputError("values", values, "values must be finite") from None
     if x.ndim != 1:
         raise InputError("values", x.shape, "expected a flat sequence of numbers")
     if x.size == 0:
@@ -270,8 +282,10 @@ def artifact_k(values: Sequence[float] | np.ndarray) -> int:
     3
     """
     x = _check_values(values)
-    sd = float(np.std(x, ddof=1)) if x.size > 1 else 0.0
-    outliers = int(np.count_nonzero(x > x.mean() + 3.0 * sd))
+    # (on the values scaled by a power of two: the same comparisons, and no overflow)
+    xs = np.ldexp(x, -int(np.frexp(np.abs(x).max())[1]))
+    sd = float(np.std(xs, ddof=1)) if x.size > 1 else 0.0
+    outliers = int(np.count_nonzero(xs > xs.mean() + 3.0 * sd))
     return min(2 + outliers, len(np.unique(x)))
 
 

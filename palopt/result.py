@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from palopt._frozen import FrozenDict
 from palopt.errors import InputError, check_fields, check_number, is_finite_number
 from palopt.instance import Instance, require_instance
@@ -311,8 +313,15 @@ class PlacementResult:
         """
         require_instance(instance)
         _check_queue_ids([p.job_id for p in self.placements], instance)
+        n = instance.topology.n_gpus
         for p in self.placements:
-            if any(g >= instance.topology.n_gpus for g in p.gpus):
+            # (a negative index named a GPU from the end: -1 was written as the last GPU's id)
+            if any(
+                isinstance(g, (bool, np.bool_))
+                or not isinstance(g, (int, np.integer))
+                or not 0 <= g < n
+                for g in p.gpus
+            ):
                 raise InputError(
                     "instance.topology",
                     f"{instance.topology.n_gpus} GPUs",

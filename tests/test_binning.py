@@ -211,3 +211,23 @@ def test_reported_sse_is_that_of_the_clusters_over_a_wide_range() -> None:
         direct = sum(float(((x[labels == c] - centres[c]) ** 2).sum()) for c in range(k))
         assert sse == pytest.approx(direct, rel=1e-9, abs=1e-300)
         assert bin_values(x, k=k).sse == sse
+
+
+@pytest.mark.parametrize("method", ["kmeans", "artifact"])
+def test_values_of_any_finite_size_are_binned(method: str) -> None:
+    # Fault: from about 1e154 the DP's sums of squares overflowed, every cluster cost was NaN
+    # and numpy raised an IndexError; an int too large for a float raised an OverflowError.
+    x = np.array([1.0, 1.01, 0.99, 1.5, 1.52])
+    small = bin_values(x, method=method)
+    for scale in (2.0**600, 2.0**-600, 1e300):
+        big = bin_values(x * scale, method=method)
+        assert big.k == small.k and big.labels.tolist() == small.labels.tolist()
+        expected = small.levels if method == "artifact" else small.levels * scale
+        assert big.levels == pytest.approx(expected, rel=1e-12)
+    assert bin_values([1e200, 1.5e200, 1e-200]).levels.tolist() == [1e200, 1.5e200, 1e-200]
+    labels, centres, sse = kmeans_1d([2e160, 1e160, 0.0], 2)
+    assert labels.tolist() == [1, 1, 0] and centres.tolist() == [0.0, 1.5e160]
+    assert sse == np.inf  # 5e319: beyond the largest float
+    with pytest.raises(InputError, match="values must be finite") as err:
+        bin_values([10**400, 1.0], method=method)
+    assert err.value.field == "values"

@@ -117,6 +117,26 @@ def test_instance_arrays_cannot_be_made_writeable() -> None:
             arr.setflags(write=True)
 
 
+def test_instance_arrays_memory_cannot_be_made_writeable_through_base() -> None:
+    # Fault: the arrays were read-only views of arrays that owned their memory; the owner,
+    # one `.base` away, could be made writeable again, and a NaN slowdown went in unchecked.
+    topo = palopt.build_cluster(1, 2, 2)
+    inst = palopt.Instance(
+        topo, ("A",), np.array([[1.0, 1.2, 0.9, 1.0]]), np.ones((1, 3)), (palopt.Job("a", 1, "A"),)
+    )
+    vp = palopt.VariabilityProfile(("A",), ("g0", "g1"), np.array([[1.0, 1.2]]))
+    cp = ClusterProfile(("A",), np.array([[1.0, 1.1]]), np.array([[1.1, 1.2]]))
+    for copy_ in (inst, pickle.loads(pickle.dumps(inst)), copy.deepcopy(inst)):
+        arrays = [copy_.slowdown, copy_.penalty, copy_.busy, copy_.topology.groups]
+        arrays += [copy_.topology.gpu_server, copy_.topology.server_start]
+        for arr in arrays + [vp.values, cp.rank, cp.charge]:
+            while isinstance(arr, np.ndarray):
+                with pytest.raises(ValueError):
+                    arr.setflags(write=True)
+                arr = arr.base
+    assert inst.slowdown.tolist() == [[1.0, 1.2, 0.9, 1.0]]
+
+
 def test_instance_mappings_are_read_only_and_not_shared() -> None:
     topo = palopt.build_cluster(1, 2, 2)
     sd = np.array([[1.0] * 4, [3.0] * 4])

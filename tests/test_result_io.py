@@ -15,6 +15,7 @@ from palopt import (
     InputError,
     Instance,
     Job,
+    JobPlacement,
     PlacementResult,
     assert_feasible,
     build_cluster,
@@ -217,6 +218,19 @@ def test_gpus_listed_in_any_order_read_back_sorted() -> None:
     assert again == result
     assert all(list(p.gpus) == sorted(p.gpus) for p in again.placements)
     assert_feasible(INST, again)
+
+
+@pytest.mark.parametrize("gpu", [-1, 16, 1.0, True])
+def test_a_result_on_a_gpu_index_outside_the_topology_is_not_written(gpu: object) -> None:
+    # Fault: only indices past the end were refused; -1 was written as the last GPU's id, and
+    # read back a placement the checker had refused as one the checker accepts.
+    placed = JobPlacement("w2", (gpu,), "start", 1.0, 1.0, "server", 1.0)  # type: ignore[arg-type]
+    rows = [JobPlacement(j.id, (), "preempt" if j.is_running else "wait") for j in QUEUE]
+    rows[3] = placed
+    result = PlacementResult(tuple(rows), "mine", "heuristic", 1.0, 1, 0.0)
+    assert check_feasible(INST, result)
+    with pytest.raises(InputError, match=r"the result places job 'w2' on GPUs"):
+        result.to_dict(INST)
 
 
 def test_a_result_is_hashable_and_its_settings_read_only():
