@@ -73,6 +73,8 @@ def _ranges(body: str) -> list[tuple[int, int, int]]:
         lo, sep, hi = part.partition("-")
         if not _DIGITS.match(lo) or (sep and not _DIGITS.match(hi)):
             raise ValueError(f"bad range {part!r} (expected N or N-M with digits 0-9)")
+        if max(len(lo), len(hi)) > MAX_NAME:  # int() of 4,301 digits fails, and no name fits
+            raise ValueError(f"a number of {max(len(lo), len(hi)):,} digits (at most {MAX_NAME})")
         a, b = int(lo), int(hi if sep else lo)
         if a > b:
             raise ValueError(f"bad range {part!r} (start above end)")
@@ -122,13 +124,16 @@ def expand_hostlist(text: str, field_name: str = "hostlist") -> list[str]:
             count = math.prod(sum(b - a + 1 for a, b, _ in r) for r in brackets)
             if len(names) + count > MAX_HOSTS:
                 raise ValueError(f"names more than {MAX_HOSTS:,} hosts")
+            # The item's longest name, before any is built (each may be long, and many).
+            longest = sum(map(len, pieces[::2])) + sum(
+                max(max(width, len(str(b))) for _, b, width in r) for r in brackets
+            )
+            if longest > MAX_NAME:
+                raise ValueError(f"a name of {longest:,} characters (at most {MAX_NAME})")
             choices = [
                 [p] if i % 2 == 0 else _numbers(brackets[i // 2]) for i, p in enumerate(pieces)
             ]
             names.extend("".join(combo) for combo in product(*choices))
-        longest = max(names, key=len)
-        if len(longest) > MAX_NAME:
-            raise ValueError(f"a name of {len(longest):,} characters (at most {MAX_NAME})")
     except ValueError as exc:
         raise InputError(field_name, text, f"bad host list: {exc}") from None
     return names

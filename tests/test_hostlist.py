@@ -57,6 +57,10 @@ def test_expand(text: str, names: list[str]) -> None:
         ("n[1-2]" + "x" * 260, "a name of 262 characters"),
         ("a," + "x" * 300, "a name of 300 characters"),
         ("x" * 256, "a name of 256 characters"),
+        # int() refused it: "Exceeds the limit (4300 digits) ... sys.set_int_max_str_digits()"
+        ("n[" + "1" * 5000 + "]", "a number of 5,000 digits"),
+        ("n[1-" + "1" * 5000 + "]", "a number of 5,000 digits"),
+        ("n[1-2]x[01-100]" + "y" * 251, "a name of 257 characters"),
     ],
 )
 def test_expand_errors(text: str, problem: str) -> None:
@@ -144,10 +148,23 @@ def test_size_limit_is_checked_before_names_are_built(text: str) -> None:
     assert peak < 1_000_000
 
 
+def test_name_length_is_checked_before_names_are_built() -> None:
+    # 100,000 names of up to 307 characters (30 MB) were built, then refused for their length
+    tracemalloc.start()
+    try:
+        with pytest.raises(InputError, match="a name of 307 characters"):
+            expand_hostlist("x" * 300 + "[1-100000]y")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1_000_000
+
+
 def test_a_name_of_the_longest_length_expands() -> None:
     """A host name of MAX_NAME (255) characters is taken, by expand as by compress."""
     name = "n" + "9" * 254
     assert expand_hostlist(f"a1,{name}") == ["a1", name]
+    assert expand_hostlist("n" * 250 + "[1-2]x[09-100]")[-1] == "n" * 250 + "2x100"
 
 
 def test_size_limit_counts_the_names_of_all_items() -> None:

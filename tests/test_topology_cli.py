@@ -620,3 +620,59 @@ def test_summary_calls_servers_without_nvlink_pcie_only() -> None:
     assert topo.tiers[0] != "nvlink"
     assert island_sizes(topo, 1) == (1, 1, 1, 1)
     assert "  server[0-1]  4 GPUs each, PCIe only" in summarize(topo).splitlines()
+
+
+@pytest.mark.parametrize("server", [-1, 2, True, 1.0])
+def test_island_sizes_refuses_a_server_that_is_not_an_index(server: object) -> None:
+    """``-1`` gave ``()`` (the bounds of the last and first server), ``2`` an IndexError."""
+    from palopt.topology import build_cluster
+    from palopt.topology_view import island_sizes
+
+    topo = build_cluster(1, 2, 4, nvlink_island=2)
+    with pytest.raises(InputError) as info:
+        island_sizes(topo, server)  # type: ignore[arg-type]
+    assert info.value.field == "server" and info.value.value is server
+    assert island_sizes(topo, np.int64(1)) == (2, 2)
+
+
+def test_view_functions_refuse_what_is_not_a_topology(tmp_path: Path) -> None:
+    from palopt.topology_view import draw, island_sizes, summarize
+
+    for call in (
+        lambda: island_sizes("2x4", 0),  # type: ignore[arg-type]
+        lambda: summarize("2x4"),  # type: ignore[arg-type]
+        lambda: draw("2x4", tmp_path / "t.png"),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(InputError, match="expected a Topology"):
+            call()
+    assert not (tmp_path / "t.png").exists()
+
+
+def test_draw_makes_one_patch_of_all_nvlinks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One FancyArrowPatch per NVLink took 3-4 ms each: a cluster of DGX servers drew for
+    minutes (80,000 GPUs: still drawing after 7 minutes)."""
+    import matplotlib.pyplot as plt
+
+    from palopt.topology import build_cluster
+    from palopt.topology_view import draw
+
+    figures: list[object] = []
+    close = plt.close
+    monkeypatch.setattr(plt, "close", figures.append)
+    topo = build_cluster(1, 4, 8, nvlink_island=4)  # 3 NVLinks per island, 24 in all
+    draw(topo, tmp_path / "t.png")
+    (fig,) = figures
+    try:
+        (ax,) = fig.axes  # type: ignore[attr-defined]
+        (arcs,) = ax.patches
+        vertices = arcs.get_path().vertices.reshape(-1, 3, 2)
+        assert len(vertices) == 24
+        start, control, end = vertices[:, 0], vertices[:, 1], vertices[:, 2]
+        assert (start[:, 1] == 0).all() and (end[:, 1] == 0).all()  # GPU to GPU
+        assert (start[:, 0] < end[:, 0]).all() and (control[:, 1] < 0).all()  # an arc below
+        assert ax.get_ylim()[0] < (control[:, 1] / 2).min()  # its lowest point shows
+    finally:
+        close(fig)
+    assert (tmp_path / "t.png").stat().st_size > 0
