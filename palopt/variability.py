@@ -869,7 +869,8 @@ def assign_profile(
     if by == "gpu":
         if (len(eligible) < n and not replace) or not len(eligible):
             more = (
-                " (with a seed, replace=True draws GPUs with replacement: --replace in the CLI)"
+                " (with a seed, replace=True draws GPUs with replacement:"
+                " palopt profile assign --seed N --replace)"
                 if len(eligible)
                 else ""
             )

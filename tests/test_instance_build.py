@@ -282,7 +282,7 @@ def test_profile_assign_fills_a_larger_cluster_with_replacement(
     argv = ["profile", "assign", str(files["measured"]), "--cluster", "4x8", "-o", str(out)]
     assert main([*argv, "--seed", "2"]) == 2
     err = capsys.readouterr().err
-    assert "--replace in the CLI" in err and "--missing" not in err
+    assert "palopt profile assign --seed N --replace" in err and "--missing" not in err
     assert main([*argv, "--seed", "2", "--replace"]) == 0
     drawn = load_profile(out)
     expected = assign_profile(

@@ -89,3 +89,22 @@ def test_a_profile_of_the_clusters_own_gpus_fills_an_unmeasured_class(tmp_path):
     profile = load_profile(tmp_path / "p.json", topo, seed=0)
     assert np.isfinite(profile.charge).all() and np.isfinite(profile.rank).all()
     assert sorted(zip(*profile.charge.tolist(), strict=True)) == [(1.0, 1.0), (1.2, 1.1)]
+
+
+def test_a_profile_too_small_for_the_cluster_names_a_command_that_draws_it(tmp_path, capsys):
+    # simulate has no --replace: the refusal pointed at one ("--replace in the CLI"). It names
+    # the command that has it, and the profile that command writes drives the simulation.
+    gpus = tuple(f"g{i}" for i in range(4))
+    values = np.array([[1.0, 1.1, 1.2, 0.9]])
+    save_profile(VariabilityProfile(("classA",), gpus, values), tmp_path / "p.json")
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,num_gpus,submit_time,duration,model\n0,2,0,1000,resnet50\n")
+    args = ["simulate", "--trace", str(trace), "--cluster", "2x4", "--seed", "1"]
+    args += ["--no-progress", "--no-plots", "--out", str(tmp_path / "run")]
+    assert main([*args, "--profile", str(tmp_path / "p.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "palopt profile assign --seed N --replace" in err
+    assigned = tmp_path / "assigned.json"
+    draw = ["profile", "assign", str(tmp_path / "p.json"), "--cluster", "2x4"]
+    assert main([*draw, "--seed", "1", "--replace", "-o", str(assigned)]) == 0
+    assert main([*args, "--profile", str(assigned)]) == 0
