@@ -53,7 +53,7 @@ class InputError(PaloptError, ValueError):
     field : str
         Dotted path of the offending field, e.g. ``"queue[3].num_gpus"``.
     value : Any
-        The offending value (shown with ``repr``, truncated).
+        The offending value (shown with ``repr``; one over 80 characters is cut in the middle).
     problem : str
         What is wrong with it.
 
@@ -74,8 +74,8 @@ class InputError(PaloptError, ValueError):
         self.value = value
         self.problem = problem
         shown = repr(value)
-        if len(shown) > 80:
-            shown = shown[:77] + "..."
+        if len(shown) > 80:  # cut in the middle: a path keeps its file name
+            shown = shown[:38] + "..." + shown[-39:]
         super().__init__(f"{_printable(field)} = {shown}: {_printable(problem)}")
 
     def prefixed(self, prefix: str) -> InputError:

@@ -92,9 +92,12 @@ def test_a_value_given_twice_is_refused_only_when_the_two_differ():
 
 
 def test_a_long_value_is_cut_to_80_characters_in_the_message():
-    """The message stays one readable line: a value's repr over 80 characters is cut."""
+    """The message stays one readable line: a value's repr over 80 characters is cut in the
+    middle, so that a long path keeps its file name."""
     shown = str(InputError("f", "x" * 79, "bad")).removeprefix("f = ").removesuffix(": bad")
-    assert shown == repr("x" * 79)[:77] + "..." and len(shown) == 80  # its repr: 81 characters
+    assert shown == repr("x" * 79)[:38] + "..." + repr("x" * 79)[-39:] and len(shown) == 80
+    path = "/home/someone/" + "deep/" * 20 + "results.csv"
+    assert str(InputError("--out", path, "bad")).endswith("/deep/deep/results.csv': bad")
     exact = "y" * 78  # its repr is 80 characters: shown whole
     assert str(InputError("f", exact, "bad")) == f"f = {exact!r}: bad"
 
