@@ -319,7 +319,9 @@ def test_profiles_take_names_and_a_known_binning(tmp_path):
 def test_a_huge_python_int_weight_is_checked_as_its_float():
     # 10**20 is within the weights' range: np.log10 of a list holding it raised a TypeError
     inst = _instance(Job("a", 1, "A", weight=10**20))
-    assert solve(inst, "pal").objective == pytest.approx(1e20)
+    result = solve(inst, "pal")
+    assert_feasible(inst, result)
+    assert result.objective == pytest.approx(1e20)
     with pytest.raises(InputError, match=r"queue\[0\].weight = 1000.*finite positive number"):
         _instance(Job("a", 1, "A", weight=10**400))  # no float holds it
 
@@ -406,6 +408,7 @@ def test_a_result_is_not_shown_with_another_instance():
 
     inst = _instance(Job("a", 2, "A"), Job("b", 1, "A"))
     result = solve(inst, "pal")
+    assert_feasible(inst, result)
     other_queue = _instance(Job("x", 2, "A"), Job("b", 1, "A"))
     small = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)), inst.queue)
     shorter = _instance(Job("a", 2, "A"))

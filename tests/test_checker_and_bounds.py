@@ -57,6 +57,7 @@ def test_checker_refuses_nan_costs_objectives_and_bounds() -> None:
     # and "bound > objective" a NaN bound with status optimal.
     inst = _two_job_instance()
     r = solve(inst, "pal")
+    assert check_feasible(inst, r) == []
     nan = float("nan")
     for bad, problem in (
         (replace(r, objective=nan), "objective nan"),

@@ -36,6 +36,7 @@ def test_counts_and_seeds_from_numpy_are_python_ints():
         assert type(got) is int
     inst = Instance(build_cluster(1, 1, 2), ("A",), np.ones((1, 2)), np.ones((1, 3)), ())
     result = palopt.solve(inst, "random-sticky", seed=np.int64(5))
+    palopt.assert_feasible(inst, result)
     assert type(result.settings["seed"]) is int
     assert json.loads(json.dumps(result.to_dict(inst)))["settings"]["seed"] == 5
 

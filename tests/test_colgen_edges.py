@@ -415,5 +415,7 @@ def test_price_placement_follows_the_prices() -> None:
     for cheap, dear in (([0, 1], [2, 3]), ([2, 3], [0, 1])):
         prices = np.zeros(6)
         prices[dear] = 0.05
-        placed = {p: g.tolist() for p, g in price_placement(rnd, prices).items()}
+        placed = price_placement(rnd, prices)
+        assert_feasible_positions(inst, placed)
+        placed = {p: g.tolist() for p, g in placed.items()}
         assert placed == {0: cheap, 1: dear, 2: [5]}

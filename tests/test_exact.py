@@ -1305,7 +1305,9 @@ def test_cbc_proves_no_placement_above_the_optimum_when_costs_span_a_wide_range(
     inst = Instance(
         build_cluster(4, 4, 2, nvlink_island=2), ("A",), sd, np.array([[0.5, 0.5, 0.6, 0.6]]), queue
     )
-    optimum = solve(inst, "cpsat", time_limit=20.0, seed=0).objective
+    exact = solve(inst, "cpsat", time_limit=20.0, seed=0)
+    assert_feasible(inst, exact)
+    optimum = exact.objective
     assert optimum == pytest.approx(624.55, rel=TOL)
     for seed in (22, 23, 29):
         r = solve(inst, "milp", backend="cbc", time_limit=20.0, seed=seed)

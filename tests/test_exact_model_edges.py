@@ -186,6 +186,7 @@ def test_region_answers_that_break_the_model_are_ignored() -> None:
     run = _Recording(answer=everything)
     best, _ = reoptimise_regions(rnd, start, run, SCALE, time_limit=np.inf, region_gpus=4)
     assert run.calls
+    assert_feasible_positions(inst, best)
     assert {p: g.tolist() for p, g in best.items()} == {p: g.tolist() for p, g in start.items()}
 
 
@@ -380,6 +381,7 @@ def test_region_work_counts_each_sub_model_and_never_overruns_its_limit() -> Non
         rnd, start, run, SCALE, np.inf, region_gpus=4, max_work=int(SUBMODEL_WORK) // 2
     )
     assert not run.calls and work == 0
+    assert_feasible_positions(inst, best)
     assert {p: g.tolist() for p, g in best.items()} == {p: g.tolist() for p, g in start.items()}
     run = _Recording(answer=nothing)
     _, work = reoptimise_regions(

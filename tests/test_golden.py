@@ -52,7 +52,7 @@ def instance(
 
 def run(solver: str, inst: Instance, **config: str) -> PlacementResult:
     result = get_solver(solver, **config).solve(inst)
-    assert_feasible(inst, result.assignment())
+    assert_feasible(inst, result)
     return result
 
 

@@ -147,7 +147,9 @@ def test_the_largest_first_pass_assigns_one_gpu_jobs_optimally() -> None:
     plain_cost, plain = GreedyPlacer(rnd).place([0, 1, 2])
     assert_feasible_positions(inst, plain)
     assert plain_cost == pytest.approx(3.5)
-    assert round_cost(inst, polish(rnd, plain)) == pytest.approx(3.5)
+    polished = polish(rnd, plain)
+    assert_feasible_positions(inst, polished)
+    assert round_cost(inst, polished) == pytest.approx(3.5)
     r = solve(inst, "greedy")
     assert_feasible(inst, r)
     assert r.assignment() == {"a": (1,), "b": (2,), "c": (0,)}
@@ -262,6 +264,7 @@ def test_polish_starts_no_swap_after_its_deadline() -> None:
     # exchange check theirs): with a deadline already past, the swap above is not made.
     inst = _one_slow_gpu()
     out = polish(make_round(inst), {0: np.array([0, 1])}, deadline=time.perf_counter())
+    assert_feasible_positions(inst, out)
     assert out[0].tolist() == [0, 1]
 
 

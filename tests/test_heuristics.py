@@ -57,7 +57,7 @@ def make(
 
 def solve(name: str, inst: Instance, seed: int = 0, **config: str) -> PlacementResult:
     result = get_solver(name, **config).solve(inst, seed=seed)
-    assert_feasible(inst, result.assignment())
+    assert_feasible(inst, result)
     return result
 
 
@@ -472,10 +472,10 @@ def test_pal_many_levels_path_equals_the_walk(seed, servers, per, fixed):
     solver = get_solver("pal", variant="fixed" if fixed else "artifact")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(heuristics, "_MANY_LEVELS", 0)
-        shortcut = solver.solve(inst).assignment()
+        shortcut = solver.solve(inst)
         mp.setattr(heuristics, "_MANY_LEVELS", 10**9)
-        walk = solver.solve(inst).assignment()
-    assert shortcut == walk
+        walk = solver.solve(inst)
+    assert shortcut.assignment() == walk.assignment()
     assert_feasible(inst, shortcut)
 
 
@@ -504,7 +504,7 @@ def test_an_unseeded_random_solve_records_the_seed_that_repeats_it() -> None:
     assert isinstance(seed, int) and seed >= 0
     again = solve(inst, "random-nonsticky", seed=seed)
     assert again.assignment() == first.assignment()
-    assert_feasible(inst, first.assignment())
+    assert_feasible(inst, first)
 
 
 def test_window_counts_available_gpus_not_busy_ones() -> None:

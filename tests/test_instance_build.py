@@ -13,6 +13,7 @@ import pytest
 from palopt import Job, build_cluster, get_solver, load_instance
 from palopt.cli import main
 from palopt.cost import assert_feasible
+from palopt.errors import InputError
 from palopt.topology import Topology
 from palopt.variability import (
     VariabilityProfile,
@@ -223,7 +224,8 @@ def test_build_refuses_a_profile_of_as_many_gpus_named_otherwise(
     path.write_text(json.dumps(topo.to_node_link()))
     assert main(_build(assigned, out, "--topology", str(path))) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"palopt: error: --profile = '{assigned['assigned']}': its 8 GPUs")
+    shown = InputError("--profile", str(assigned["assigned"]), "its 8 GPUs")  # as cut if long
+    assert err.startswith(f"palopt: error: {shown}")
     assert "not the cluster's 8 (" in err and not out.exists()
 
 

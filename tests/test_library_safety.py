@@ -99,7 +99,9 @@ def test_solver_object_reused_across_instances() -> None:
         fresh = [_key(palopt.get_solver(name).solve(i, seed=5)) for i in insts]
         shared = palopt.get_solver(name)
         for k in (0, 2, 1, 0, 1, 2, 2, 0):
-            assert _key(shared.solve(insts[k], seed=5)) == fresh[k], name
+            result = shared.solve(insts[k], seed=5)
+            palopt.assert_feasible(insts[k], result)
+            assert _key(result) == fresh[k], name
 
 
 def test_instance_arrays_cannot_be_made_writeable() -> None:
@@ -107,7 +109,9 @@ def test_instance_arrays_cannot_be_made_writeable() -> None:
     inst = palopt.Instance(
         topo, ("A",), np.ones((1, 8)), np.ones((1, 3)), (palopt.Job("a", 1, "A"),)
     )
-    assert palopt.solve(inst, "pal").assignment() == {"a": (0,)}  # caches GPU 0's level
+    result = palopt.solve(inst, "pal")
+    palopt.assert_feasible(inst, result)
+    assert result.assignment() == {"a": (0,)}  # caches GPU 0's level
     for copy_ in (inst, pickle.loads(pickle.dumps(inst)), copy.deepcopy(inst)):
         for arr in (copy_.slowdown, copy_.penalty, copy_.busy):
             with pytest.raises(ValueError):
@@ -186,6 +190,7 @@ def test_process_pool_solve_matches() -> None:
     with cf.ProcessPoolExecutor(2, mp_context=ctx) as ex:
         got = list(ex.map(_solve, [(inst, n) for n in names]))
     for n, r in zip(names, got, strict=True):
+        palopt.assert_feasible(inst, r)
         assert _key(r) == _key(_solve((inst, n)))
         assert pickle.loads(pickle.dumps(r)) == r
 
@@ -194,7 +199,7 @@ def test_solving_leaves_the_instance_unchanged() -> None:
     inst = _instance(2, 2, 4, 12, 1)
     before = pickle.dumps((inst.slowdown, inst.penalty, inst.busy, inst.queue, dict(inst.meta)))
     for name in HEURISTICS:
-        palopt.solve(inst, name, seed=1)
+        palopt.assert_feasible(inst, palopt.solve(inst, name, seed=1))
     after = pickle.dumps((inst.slowdown, inst.penalty, inst.busy, inst.queue, dict(inst.meta)))
     assert before == after
 
@@ -204,7 +209,7 @@ def test_result_settings_stay_read_only_after_pickling_and_copies() -> None:
     pickled, copied or deep-copied result: the caller copies them with dict(...)."""
     inst = _instance(1, 2, 2, 3, 0)
     result = palopt.solve(inst, "random-sticky", seed=4)
-    palopt.assert_feasible(inst, result.assignment())
+    palopt.assert_feasible(inst, result)
     for r in (result, pickle.loads(pickle.dumps(result)), copy.copy(result), copy.deepcopy(result)):
         for mapping in (r.settings, copy.copy(r.settings), copy.deepcopy(r.settings), inst.meta):
             for change in (

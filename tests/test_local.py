@@ -217,8 +217,10 @@ def test_polish_starts_no_move_after_its_deadline() -> None:
     rnd = make_round(inst)
     start = {0: np.array([0, 1, 4, 5]), 1: np.array([2, 3, 6, 7])}
     late = polish(rnd, start, deadline=time.perf_counter())
+    assert_feasible(inst, _assignment(inst, late))
     assert {p: g.tolist() for p, g in late.items()} == {0: [0, 1, 4, 5], 1: [2, 3, 6, 7]}
     ahead = polish(rnd, start, deadline=time.perf_counter() + 3600)
+    assert_feasible(inst, _assignment(inst, ahead))
     assert {p: g.tolist() for p, g in ahead.items()} == {
         p: g.tolist() for p, g in polish(rnd, start).items()
     }
@@ -246,6 +248,7 @@ def test_greedy_local_search_stops_at_the_time_limit() -> None:
     inst = _random_instance((3, 2, 8), 5, 0.0, 1.0)
     solver = GreedySolver()
     free = solver.solve(inst)
+    assert_feasible(inst, free)
     assert "stopped_at_time_limit" not in free.settings
     # A limit too small for any move: the passes as they were, no cheaper than after the search
     cut = solver.solve(inst, time_limit=1e-9)
@@ -260,7 +263,9 @@ def test_greedy_local_search_stops_at_the_time_limit() -> None:
     assert roomy.assignment() == free.assignment()
     # The solver's own limit, as the exact solvers take it (-o time_limit=...); solve's wins
     own = GreedySolver(time_limit=1e-9)
-    assert own.solve(inst).settings["stopped_at_time_limit"] is True
+    stopped = own.solve(inst)
+    assert_feasible(inst, stopped)
+    assert stopped.settings["stopped_at_time_limit"] is True
     assert own.solve(inst, time_limit=3600).assignment() == free.assignment()
     with pytest.raises(InputError, match="greedy.time_limit = 0"):
         GreedySolver(time_limit=0)

@@ -57,7 +57,7 @@ def test_a_custom_solver_without_declared_options_gets_them_all(registry):
     assert solver.options == {"depth": 3, "colour": "red"}
     inst = _instance(Job("a", 2, "A"))
     result = palopt.solve(inst, "mine")
-    assert_feasible_positions(inst, {0: np.array(result.placements[0].gpus)})
+    palopt.assert_feasible(inst, result)
     assert result.n_placed == 1
 
 
@@ -127,7 +127,7 @@ def test_an_option_given_as_a_0_d_array_is_its_value(name, key, value):
     (it was kept as an array, and json.dumps of the result's settings failed)."""
     inst = _instance(Job("a", 2, "A"))
     result = palopt.solve(inst, name, **{key: np.array(value)})
-    assert_feasible_positions(inst, {0: np.array(result.placements[0].gpus)})
+    palopt.assert_feasible(inst, result)
     assert result.settings[key] == value and type(result.settings[key]) is str
     assert json.loads(json.dumps(result.to_dict(inst)))["settings"][key] == value
 
@@ -138,7 +138,7 @@ def test_solve_uses_pal_by_default():
     result = palopt.solve(inst)
     assert result.solver == "pal"
     assert result.assignment() == palopt.solve(inst, "pal").assignment()
-    assert_feasible_positions(inst, {i: np.array(p.gpus) for i, p in enumerate(result.placements)})
+    palopt.assert_feasible(inst, result)
 
 
 def test_build_result_records_sticky_actions_weighted_costs_and_the_bound():

@@ -158,7 +158,9 @@ def test_a_bad_field_is_named(path: tuple, value: object, message: str, schema_t
 
 def test_the_optional_fields_may_be_left_out() -> None:
     # The schema makes n_jobs and gap optional; a result with a bound and no gap was refused.
-    data = json.loads(json.dumps(solve(INST, "cpsat", time_limit=5).to_dict(INST)))
+    result = solve(INST, "cpsat", time_limit=5)
+    assert_feasible(INST, result)
+    data = json.loads(json.dumps(result.to_dict(INST)))
     assert data["bound"] is not None and data["gap"] is not None
     for field in ("n_jobs", "gap"):
         left = {k: v for k, v in data.items() if k != field}

@@ -277,9 +277,10 @@ def test_a_job_longer_than_the_rounds_simulated_is_refused_up_front():
     ):
         simulate(topo, profile, trace, "pal", "fifo", SimConfig(round_s=100))
     # A horizon within the rounds simulated, or rounds long enough, let it run.
-    res = simulate(topo, profile, trace, "pal", "fifo", SimConfig(round_s=100, max_time_s=1e3))
+    cfg = SimConfig(round_s=100, max_time_s=1e3, check=True)
+    res = simulate(topo, profile, trace, "pal", "fifo", cfg)
     assert len(res.rounds) == 10 and math.isnan(finish(res, "b"))
-    res = simulate(topo, profile, trace, "pal", "fifo", SimConfig(round_s=1e5))
+    res = simulate(topo, profile, trace, "pal", "fifo", SimConfig(round_s=1e5, check=True))
     assert finish(res, "b") == 4.001e8  # its first round at the cost of 3, "a" at 2
 
 
@@ -294,11 +295,10 @@ def test_a_run_past_the_rounds_simulated_stops_with_an_error(monkeypatch):
     profile = flat(2, [100.0, 1.0])
     with pytest.raises(PaloptError, match=r"has run 50 rounds \(to t=5000s\) with 1 tracked job"):
         simulate(topo, profile, trace, "packed-nonsticky", "fifo", SimConfig(round_s=100))
-    res = simulate(topo, profile, trace, "pal", "fifo", SimConfig(round_s=100))
+    res = simulate(topo, profile, trace, "pal", "fifo", SimConfig(round_s=100, check=True))
     assert finish(res, "a") == 1000.0
-    res = simulate(
-        topo, profile, trace, "packed-nonsticky", "fifo", SimConfig(round_s=100, max_time_s=5000)
-    )
+    cfg = SimConfig(round_s=100, max_time_s=5000, check=True)
+    res = simulate(topo, profile, trace, "packed-nonsticky", "fifo", cfg)
     assert len(res.rounds) == 50  # the horizon ends the run at the cap: no error
 
 
@@ -901,7 +901,8 @@ def test_a_policy_order_must_hold_each_queued_job_once(make):
     with pytest.raises(PaloptError, match="policy custom ordered .*each of the queue's"):
         simulate(topo, flat(4), trace, "pal", _Order(make), SimConfig(round_s=100))
     # a list is an order too
-    res = simulate(topo, flat(4), trace, "pal", _Order(lambda q, s: list(q)), SimConfig(100))
+    cfg = SimConfig(100, check=True)
+    res = simulate(topo, flat(4), trace, "pal", _Order(lambda q, s: list(q)), cfg)
     assert res.jobs.status.tolist() == [DONE] * 3
 
 
@@ -936,7 +937,8 @@ def test_a_solver_answer_that_is_no_placement_is_refused(gpus, message):
 
 def test_simulator_arguments_and_lifecycle():
     topo, trace = build_cluster(1, 1, 4), [job("a", 1, 0, 100)]
-    sim = Simulator(topo, flat(4), (j for j in trace), "pal", "fifo", SimConfig(round_s=100))
+    cfg = SimConfig(round_s=100, check=True)
+    sim = Simulator(topo, flat(4), (j for j in trace), "pal", "fifo", cfg)
     assert len(sim.jobs) == 1  # a generator was used up by the check: an empty run
     early = sim.result()
     sim.run()
@@ -1339,7 +1341,8 @@ def test_progress_reports_tracked_jobs_completed():
     """``run(progress=...)`` is told the number of tracked jobs completed, not of all jobs: an
     untracked job done in round 1 is not counted."""
     trace = [replace(job("x", 1, 0, 100), tracked=False), job("a", 1, 0, 200)]
-    sim = Simulator(build_cluster(1, 1, 2), flat(2), trace, "pal", "fifo", SimConfig(100))
+    cfg = SimConfig(100, check=True)
+    sim = Simulator(build_cluster(1, 1, 2), flat(2), trace, "pal", "fifo", cfg)
     seen: list[int] = []
     sim.run(progress=seen.append)
     assert seen[0] == 0 and seen[-1] == 1 and max(seen) == 1
@@ -1406,7 +1409,7 @@ def test_a_job_the_check_accepts_finishes_within_the_round_cap(monkeypatch):
     import palopt.sim.engine as engine
 
     monkeypatch.setattr(engine, "MAX_ROUNDS", 100)
-    topo, cfg = build_cluster(1, 1, 1), SimConfig(1)
+    topo, cfg = build_cluster(1, 1, 1), SimConfig(1, check=True)
     sim = Simulator(topo, flat(1), [job("a", 1, 0, 99)], config=cfg)
     assert sim.run().jobs.finish[0] == pytest.approx(99.0)
     for iters in (99.5, 100):

@@ -40,7 +40,8 @@ def test_fidelity_workload1(artifact_dir, cluster, solver):
     )
     s = summary(res)
     assert s["jobs"] == 160
-    assert s["avg_jct_h"] == pytest.approx(ARTIFACT_W1[solver], rel=0.01)
+    # within 0.1% of the artifact (PAL is the farthest, +0.08%: docs/simulator.md)
+    assert s["avg_jct_h"] == pytest.approx(ARTIFACT_W1[solver], rel=1e-3)
 
 
 def test_profile_columns(cluster):
@@ -294,6 +295,7 @@ def test_a_sweep_cell_passes_its_time_limit_to_every_solve(artifact_dir, monkeyp
 
     monkeypatch.setitem(base._REGISTRY, "spy", base.SolverInfo("spy", lambda: Spy(), "spy"))
     cell = {"data": str(artifact_dir), "workload": 1, "placement": "spy", "max_time": 3600.0}
+    cell["check"] = True
     simulate_cell({**cell, "time_limit": 0.5})
     assert limits and set(limits) == {0.5}
     with pytest.raises(InputError, match="time_limit = 0.5: placement_options time_limit=2"):
@@ -311,7 +313,7 @@ def test_simulate_cell_tiles_a_larger_cluster(artifact_dir):
             "check": True,
         }
     )
-    assert s["jobs"] == 10 and s["avg_jct_h"] > 0
+    assert (s["jobs"], s["unfinished"]) == (10, 0) and s["avg_jct_h"] > 0
 
 
 @pytest.mark.parametrize(
@@ -374,7 +376,9 @@ def test_fig13_defaults_give_the_documented_table(artifact_dir, scheduler, load,
     names = {"Packed-S": "packed-sticky", "PAL": "pal"}
     spec = fig13_sweep(artifact_dir, Path("unused"), [load], [scheduler], [names[placement]])
     (cell,) = expand(spec)
-    assert simulate_cell(cell)["avg_jct_h"] == pytest.approx(documented, abs=5e-4)
+    assert simulate_cell({**cell, "check": True})["avg_jct_h"] == pytest.approx(
+        documented, abs=5e-4
+    )
 
 
 def _tiny(folder):
@@ -388,6 +392,7 @@ def _tiny(folder):
         "trace": str(folder / "trace.csv"),
         "cluster": "1x2",
         "round": 60.0,
+        "check": True,
     }
 
 
@@ -465,8 +470,9 @@ def test_simulate_cell_names_the_parameter_of_a_missing_file(tmp_path, artifact_
 
 
 def test_simulate_cell_runs_the_last_sia_philly_workload(artifact_dir):
-    s = simulate_cell({"data": str(artifact_dir), "workload": 8, "max_time": 3600.0})
-    assert s["rounds"] == 9 and s["jobs"] + s["unfinished"] > 0  # rounds 1-9: none at t = 0
+    s = simulate_cell({"data": str(artifact_dir), "workload": 8, "max_time": 3600.0, "check": True})
+    assert s["rounds"] == 9  # rounds 1-9: none at t = 0
+    assert s["jobs"] + s["unfinished"] == 160  # every tracked job of the trace
 
 
 def test_prepare_puts_the_version_and_the_grid_context_in_the_cells_ids(tmp_path):
@@ -565,7 +571,7 @@ def test_a_synthetic_trace_fits_the_cluster(artifact_dir, tmp_path, monkeypatch)
     profile = tmp_path / "profile.csv"
     profile.write_text("GPU_ID,PerfVar_classA,PerfVar_classB\n0,1.0,1.0\n1,1.1,1.1\n")
     cell = {"data": str(artifact_dir), "profile": str(profile), "cluster": "1x2", "load": 8.0}
-    cell["n_jobs"] = 30
+    cell.update(n_jobs=30, check=True)
     simulate_cell({**cell, "max_time": 360.0})
     (trace,) = traces
     assert len(trace) == 90 and sum(j.tracked for j in trace) == 30
@@ -687,7 +693,8 @@ def test_cli_simulate_gives_the_simulator_every_option(tmp_path, monkeypatch, ca
     assert (settings["round_s"], settings["locality_penalty"]) == (120.0, 2.5)
     assert (settings["completion"], settings["restart_cost_s"]) == ("exact", 30.0)
     # what the library gives for the same settings
-    res = simulate(parse_shape("2x4"), synthetic, load_trace(tmp_path / "t.csv"), "greedy", "las")
+    trace = load_trace(tmp_path / "t.csv")
+    res = simulate(parse_shape("2x4"), synthetic, trace, "greedy", "las", SimConfig(check=True))
     assert s["avg_jct_h"] != pytest.approx(summary(res)["avg_jct_h"])  # the options matter
     res = simulate(
         parse_shape("2x4"),
@@ -900,9 +907,8 @@ def test_cli_reproduce_refuses_a_data_folder_without_the_cluster_profile(tmp_pat
     args = ["reproduce", "fig12", "--data", str(tmp_path), "--out", str(tmp_path / "r")]
     assert main([*args, "--no-plots", "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert err == (
-        f"palopt: error: data = '{tmp_path}': no sim-64gpu-cluster.csv in this directory\n"
-    )
+    problem = "no sim-64gpu-cluster.csv in this directory"
+    assert err == f"palopt: error: {InputError('data', str(tmp_path), problem)}\n"
     assert not (tmp_path / "r").exists()
 
 

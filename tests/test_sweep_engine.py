@@ -216,7 +216,8 @@ def test_after_a_bad_cell_on_ray_the_running_cells_are_kept(tmp_path, artifact_d
 
     # Workload 0 fails at once; workload 1, started beside it, is finished and stored (it was
     # cancelled, which interrupts a running Ray task), and the rest are not started.
-    spec = SweepSpec({"workload": tuple(range(9))}, {"data": str(artifact_dir)}, tmp_path / "out")
+    fixed = {"data": str(artifact_dir), "check": True}
+    spec = SweepSpec({"workload": tuple(range(9))}, fixed, tmp_path / "out")
     with pytest.raises(InputError, match="^workload = 0: "):
         run_sweep(spec, simulate_cell, engine="ray")
     stored = [json.loads(p.read_text()) for p in (tmp_path / "out" / "cells").glob("*.json")]

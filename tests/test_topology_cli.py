@@ -99,7 +99,7 @@ def test_built_topology_instance_solves_feasibly(built: Path) -> None:
     jsonschema.validate(data, instance_schema())
     inst = instance_from_dict(data)
     result = solve(inst, "pal", seed=0)
-    assert_feasible(inst, result.assignment())
+    assert_feasible(inst, result)
     assert result.n_placed == len(inst.queue)
 
 
@@ -288,7 +288,7 @@ def test_slurm_local_index_falls_back_to_position() -> None:
     assert [local_index(topo, g) for g in range(4)] == [0, 1, 0, 1]
     inst = Instance(topo, ("A",), np.ones((1, 4)), np.ones((1, 2)), (Job("x", 3, "A"),))
     result = solve(inst, "packed-nonsticky")
-    assert_feasible(inst, result.assignment())
+    assert_feasible(inst, result)
     [alloc] = slurm_allocations(result, inst)
     assert alloc.nodelist == "h[1-2]"
     assert sorted(d for _, d in alloc.devices) == ["0", "0,1"]
@@ -353,7 +353,7 @@ def test_to_frame(built: Path) -> None:
     data["busy"] = [n["id"] for n in data["topology"]["nodes"] if n["kind"] == "gpu"][:40]
     inst = instance_from_dict(data)
     result = solve(inst, "pal", seed=0)
-    assert_feasible(inst, result.assignment())
+    assert_feasible(inst, result)
     frame = to_frame(result, inst)
     assert tuple(frame.columns) == FRAME_COLUMNS
     assert list(frame["job"]) == [j.id for j in inst.queue]
