@@ -268,7 +268,6 @@ def test_summary_is_sorted_by_size_server_load_profile_and_solver() -> None:
 @pytest.fixture
 def drawn(monkeypatch) -> list[tuple[str, list, list]]:
     """The lines the benchmark's plot draws: (label, x, y) per ``Axes.plot`` call."""
-    pytest.importorskip("matplotlib")
     from matplotlib.axes import Axes
 
     lines: list[tuple[str, list, list]] = []

@@ -332,7 +332,6 @@ def test_a_solver_that_places_other_jobs_gets_no_gap(monkeypatch) -> None:
 
 
 def test_the_gap_plot_has_a_panel_per_load(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     import struct
 
     from palopt.bench.report import plot_gaps, summarise

@@ -7,6 +7,7 @@ import json
 import stat
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 
@@ -453,7 +454,6 @@ def test_root_false_is_the_same_as_no_root():
 
 
 def test_the_schema_and_the_loader_agree_on_node_link_keys(tmp_path):
-    jsonschema = pytest.importorskip("jsonschema")
     from palopt.io import instance_schema
 
     data = instance_to_dict(_instance())
@@ -476,7 +476,6 @@ def test_the_schema_and_the_loader_agree_on_node_link_keys(tmp_path):
 def test_the_schema_and_the_loader_agree_on_integers_written_as_2_0(tmp_path):
     # JSON Schema counts 2.0 as an integer; the loader refused it, so a file the schema passed
     # did not load.
-    jsonschema = pytest.importorskip("jsonschema")
     from palopt.io import instance_schema
 
     data = instance_to_dict(_instance())
