@@ -139,6 +139,32 @@ def test_pools_of_one_round_after_another_share_nothing_they_change() -> None:
     assert_in_sync(other)
 
 
+def test_pools_of_instances_built_each_round_share_the_layout() -> None:
+    # A scheduler builds a new Instance every round (its busy GPUs change), and an Instance
+    # copies its slowdowns: equal values on the same topology reuse the layout (it was rebuilt
+    # on every call), other values do not; the per-level groups are built only when read.
+    rows = [[1.0, 2.0, 1.0, 1.0, 2.0, 2.0]]
+    first = make(rows, 2, 3, busy=[2])
+    again = Instance(
+        first.topology, first.classes, np.array(rows), first.penalty, (), [1, 0, 0, 0, 0, 0]
+    )
+    assert again.slowdown is not first.slowdown
+    pool = FreePool(again)
+    assert pool.level is FreePool(first).level
+    assert "groups" not in vars(pool)  # not built until read
+    assert pool.free.tolist() == [False, True, True, True, True, True]
+    assert_in_sync(pool)
+    other = Instance(first.topology, first.classes, np.array(rows) * 1.5, first.penalty, ())
+    assert FreePool(other).level is not pool.level
+    assert FreePool(other).values[0].tolist() == [1.5, 3.0]
+    queue = (Job("a", 2, "c0"), Job("b", 1, "c0", current_gpus=(4,)))
+    for name in HEURISTICS:  # the same decisions as with the instance whose layout was built
+        fresh = Instance(
+            first.topology, first.classes, np.array(rows), first.penalty, queue, first.busy.copy()
+        )
+        assert solve(name, fresh).placements == solve(name, first.replace_queue(queue)).placements
+
+
 def test_pool_server_gpus_and_levels() -> None:
     pool = FreePool(make([[1.0, 2.0, 1.0, 1.0, 2.0, 2.0]], 2, 3, busy=[2]))
     assert pool.server_gpus(0).tolist() == [0, 1]

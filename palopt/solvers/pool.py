@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -104,9 +105,17 @@ class FreePool:
         self._bounds = layout.bounds
         self._index = np.arange(len(self.free))
         self._scratch = np.empty(self.n_servers, dtype=np.int64)  # room for one level's groups
+        self._layout_groups = layout.groups
+
+    @cached_property
+    def groups(self) -> list[list[tuple[np.ndarray, np.ndarray]]]:
+        """Per class and level, the groups' servers and live free counts (built on first use:
+        one view per class and level, thousands for an unbinned profile, which the Packed and
+        Random policies never read)."""
         counts = self._counts
-        self.groups: list[list[tuple[np.ndarray, np.ndarray]]] = [
-            [(servers, counts[lo:hi]) for servers, lo, hi in levels] for levels in layout.groups
+        return [
+            [(servers, counts[lo:hi]) for servers, lo, hi in levels]
+            for levels in self._layout_groups
         ]
 
     def take(self, gpus: np.ndarray) -> None:
@@ -248,8 +257,15 @@ def _layout(instance: Instance) -> _Layout:
     topo, sd = instance.topology, instance.slowdown
     if sd.flags.writeable:  # not an Instance's array (those cannot be made writeable)
         return _build_layout(instance)
-    for cached_topo, cached_sd, layout in tuple(_LAYOUTS):  # (a snapshot: other threads add)
+    cached = tuple(_LAYOUTS)  # (a snapshot: other threads add)
+    for cached_topo, cached_sd, layout in cached:
         if cached_sd is sd and cached_topo is topo:
+            return layout
+    # A scheduler builds a new Instance every round (its busy GPUs change), and an Instance
+    # copies its slowdowns: equal values on the same topology have the same layout (a
+    # comparison takes microseconds, building a layout milliseconds at 1,024 GPUs).
+    for cached_topo, cached_sd, layout in cached:
+        if cached_topo is topo and cached_sd.shape == sd.shape and np.array_equal(cached_sd, sd):
             return layout
     layout = _build_layout(instance)
     with _LAYOUTS_LOCK:
