@@ -342,8 +342,10 @@ class ExactSolver:
     time_limit : float, default 10
         Seconds for the whole solve, unless ``solve`` is given one.
     workers : int, default 1
-        Threads for the back end. Results are deterministic for a given seed and worker count
-        whenever the solve ends before the time limit, and always with ``deterministic=True``.
+        Threads for the back end. With ``deterministic=True`` a result repeats for a given seed
+        and worker count. By the wall clock each step of the flow has a share of the limit, so
+        a result repeats only when no step reached its share (a round proved optimal early),
+        even if the whole solve ends before the limit.
     scale : float, default 1e6
         Cost scaling to integers (costs are rounded down after scaling), for costs of about 1:
         extreme weights are brought there first by a power of two (:func:`normalised`;
