@@ -45,7 +45,7 @@ from palopt.errors import (
     counted,
 )
 from palopt.instance import Instance, Job, penalty_matrix
-from palopt.result import PlacementResult
+from palopt.result import JobPlacement, PlacementResult
 from palopt.sim.policies import SchedulingPolicy, get_policy
 from palopt.sim.profile import ClusterProfile
 from palopt.sim.trace import MAX_TIME_S, TraceJob, check_trace, extra_jobs
@@ -688,7 +688,9 @@ class Simulator:
         self.active.extend(new)
         return len(new)
 
-    def _solve(self, order: np.ndarray) -> PlacementResult:
+    def _solve(self, order: np.ndarray) -> tuple[JobPlacement, ...]:
+        """The solver's placements of the queue in ``order`` (checked with ``check``), with the
+        jobs behind a blocked one backfilled (``backfill``)."""
         if self._cut_window:
             demand = np.cumsum(self.jobs.num_gpus[order])
             order = order[: int(np.searchsorted(demand, self.topology.n_gpus, side="right")) + 1]
@@ -705,10 +707,10 @@ class Simulator:
         if self.config.check:
             assert_feasible(instance, result)
         if self.config.backfill:
-            result = self._backfill(instance, result)
-        return result
+            return self._backfill(instance, result)
+        return result.placements
 
-    def _backfill(self, instance: Instance, result: PlacementResult) -> PlacementResult:
+    def _backfill(self, instance: Instance, result: PlacementResult) -> tuple[JobPlacement, ...]:
         """Place the jobs behind a blocked one on the GPUs left free, in queue order.
 
         Jobs running now are among them (a job backfilled last round keeps running behind
@@ -747,16 +749,7 @@ class Simulator:
                     placements[pos[p.job_id]] = p
                     used[list(p.gpus)] = True
             pending = [j for j, p in zip(sub.queue, res.placements, strict=True) if not p.placed]
-        return PlacementResult(
-            tuple(placements),
-            result.solver,
-            result.status,
-            result.objective,
-            sum(p.placed for p in placements),
-            result.wall_time,
-            result.bound,
-            result.settings,
-        )
+        return tuple(placements)
 
     def _check_gpus(self, placed: np.ndarray, news: list[tuple[int, ...]]) -> None:
         """Refuse GPU sets of the wrong size, out of range, or shared, naming the first job."""
@@ -790,18 +783,19 @@ class Simulator:
                 )
             owner[gpus] = True
 
-    def _apply(self, order: np.ndarray, result: PlacementResult) -> tuple[int, int, int]:
+    def _apply(
+        self, order: np.ndarray, placements: tuple[JobPlacement, ...]
+    ) -> tuple[int, int, int]:
         jt, cfg = self.jobs, self.config
         started = preempted = migrated = 0
         changes: list[tuple[int, tuple[int, ...]]] = []
-        decided = len(result.placements)
+        decided = len(placements)
         placed = order[:decided]
         if len(placed) < decided or any(
-            p.job_id != jt.jobs[j].id
-            for j, p in zip(placed.tolist(), result.placements, strict=True)
+            p.job_id != jt.jobs[j].id for j, p in zip(placed.tolist(), placements, strict=True)
         ):
             raise PaloptError(f"solver {self.solver_name} returned placements out of order")
-        news = [tuple(sorted(p.gpus)) for p in result.placements]
+        news = [tuple(sorted(p.gpus)) for p in placements]
         self._check_gpus(placed, news)
         for j in order[decided:].tolist():  # cut off before the solver: not placed
             if jt.gpus[j]:
@@ -899,10 +893,10 @@ class Simulator:
             or not (cfg.shortcuts and self.reusable)
         ):
             t0 = _time.perf_counter()
-            result = self._solve(order)
+            placements = self._solve(order)
             solve_time = _time.perf_counter() - t0
             solved = True
-            started, preempted, migrated = self._apply(order, result)
+            started, preempted, migrated = self._apply(order, placements)
             self._dirty = bool(started or preempted or migrated)
         self._last_order = key
         running = int((jt.status == RUNNING).sum())
