@@ -60,6 +60,16 @@ def frozen_array(values: np.ndarray) -> np.ndarray:
     anyone who reached for ``.base``. The copy's memory is an immutable ``bytes`` object, so
     numpy refuses to make any array over it writeable.
 
+    Parameters
+    ----------
+    values : numpy.ndarray
+        The array to copy (left as it is).
+
+    Returns
+    -------
+    numpy.ndarray
+        A read-only array of the same values, dtype and shape.
+
     Examples
     --------
     >>> a = frozen_array(np.ones(2))
@@ -81,6 +91,17 @@ def frozen_state(state: dict[str, Any]) -> dict[str, Any]:
     """The attributes of an unpickled or deep-copied object, read-only again: its arrays as
     :func:`frozen_array` views (attributes that shared an array share one view) and its plain
     dicts as :class:`FrozenDict` (for a ``__setstate__``).
+
+    Parameters
+    ----------
+    state : dict
+        Attribute name -> value, as ``__setstate__`` receives it (left as it is).
+
+    Returns
+    -------
+    dict
+        The same attributes, arrays and plain dicts replaced by read-only ones; other values
+        kept as they are.
 
     Examples
     --------

@@ -25,7 +25,6 @@ __all__ = [
     "evaluate",
     "check_feasible",
     "assert_feasible",
-    "job_placement",
     "job_placements",
 ]
 
@@ -442,63 +441,32 @@ def assert_feasible(
         raise InfeasiblePlacementError("; ".join(problems))
 
 
-def job_placement(
-    instance: Instance, job: Job, gpus: Sequence[int] | np.ndarray | None, reason: str | None = None
-) -> JobPlacement:
-    """The :class:`JobPlacement` record for ``job`` placed on ``gpus`` (or not placed).
-
-    Parameters
-    ----------
-    instance : Instance
-    job : Job
-        A job of ``instance``'s classes.
-    gpus : sequence of int, or None
-        Dense GPU indices, in any order; ``None`` or empty if the job is not placed.
-    reason : str, optional
-        Why the job is not placed (default ``"not placed"``); ignored if it is placed.
-
-    Returns
-    -------
-    JobPlacement
-        If placed: the GPUs sorted, action ``start`` (``keep`` for a running job on exactly its
-        current GPUs, else ``migrate``), and the cost with its parts (see :func:`job_cost`).
-        If not: no GPUs, action ``wait`` (``preempt`` for a running job) and the reason.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from palopt import Instance, Job, build_cluster
-    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.0]]),
-    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 2, "A"),))
-    >>> p = job_placement(inst, inst.queue[0], [2, 1])
-    >>> p.gpus, p.action, p.cost, p.slowdown, p.tier, p.penalty
-    ((1, 2), 'start', 2.6, 1.3, 'rack', 2.0)
-    >>> job_placement(inst, inst.queue[0], None, "no room").reason
-    'no room'
-    """
-    return job_placements(instance, [job], [gpus], [reason])[0]
-
-
 def job_placements(
     instance: Instance,
     jobs: Sequence[Job],
     gpu_sets: Sequence[Sequence[int] | np.ndarray | None],
     reasons: Sequence[str | None],
 ) -> list[JobPlacement]:
-    """:func:`job_placement` for many jobs, with the costs computed in one vectorised pass.
+    """The :class:`JobPlacement` records of ``jobs`` placed on ``gpu_sets`` (or not placed),
+    with the costs computed in one vectorised pass.
 
     Parameters
     ----------
     instance : Instance
     jobs : sequence of Job
+        Jobs of ``instance``'s classes.
     gpu_sets : sequence
-        Per job, its dense GPU indices, or ``None`` / empty if not placed.
+        Per job, its dense GPU indices, in any order, or ``None`` / empty if not placed.
     reasons : sequence of str or None
-        Per job, why it is not placed (ignored for placed jobs).
+        Per job, why it is not placed (``None``: ``"not placed"``; ignored for placed jobs).
 
     Returns
     -------
     list of JobPlacement
+        One per job, in order. If placed: the GPUs sorted, action ``start`` (``keep`` for a
+        running job on exactly its current GPUs, else ``migrate``), and the cost with its parts
+        (see :func:`job_cost`). If not: no GPUs, action ``wait`` (``preempt`` for a running
+        job) and the reason.
 
     Examples
     --------

@@ -74,7 +74,15 @@ import numpy as np
 from palopt._frozen import frozen_array, frozen_state
 from palopt.binning import bin_values
 from palopt.errors import InputError, check_fields, check_flag, check_seed, counted
-from palopt.instance import MAX_FACTOR, MIN_FACTOR, Instance, Job, penalty_matrix, require_queue
+from palopt.instance import (
+    FACTOR_RANGE,
+    MAX_FACTOR,
+    MIN_FACTOR,
+    Instance,
+    Job,
+    penalty_matrix,
+    require_queue,
+)
 from palopt.io import read_csv, read_json, write_text
 from palopt.topology import Topology, require_topology
 
@@ -95,9 +103,6 @@ __all__ = [
 
 PROFILE_FORMAT = "palopt.profile/1"
 PROFILE_FIELDS = ("format", "source", "classes", "gpus", "values", "origin")
-
-#: What a profile's value must be (a slowdown factor, relative to a typical GPU).
-_FACTOR_RANGE = f"must be a finite number from {MIN_FACTOR:g} to {MAX_FACTOR:g}"
 
 #: The artifact's workload classes and the Longhorn application that profiles each
 #: (resnet50 -> classA; BERT, GPT2, DCGAN -> classB; vgg19 -> classC, from BERT;
@@ -193,7 +198,7 @@ class VariabilityProfile:
             raise InputError(
                 f"values.{classes[c]}.{gpus[g]}",
                 float(values[c, g]),
-                _FACTOR_RANGE,
+                FACTOR_RANGE,
             )
         empty = np.isnan(values).all(axis=1)
         if empty.any():
@@ -430,7 +435,7 @@ class VariabilityProfile:
                 ):  # a NaN literal read as a missing value; null says that
                     raise InputError(f"{where}.values.{c}.{g}", v, "must be a number or null")
                 if isinstance(v, int) and abs(v) > MAX_FACTOR:  # float() may overflow
-                    raise InputError(f"{where}.values.{c}.{g}", v, _FACTOR_RANGE)
+                    raise InputError(f"{where}.values.{c}.{g}", v, FACTOR_RANGE)
             rows.append([math.nan if v is None else float(v) for v in row])
         origin = _strings(data, "origin", where) if "origin" in data else []
         source = data.get("source", "")

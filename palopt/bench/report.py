@@ -17,23 +17,6 @@ from palopt.result import Status
 
 __all__ = ["summarise", "format_table", "write_csv", "plot_gaps"]
 
-SUMMARY_FIELDS = (
-    "family",
-    "n_gpus",
-    "gpus_per_server",
-    "load",
-    "profile",
-    "solver",
-    "instances",
-    "gap_median",
-    "gap_p95",
-    "gap_max",
-    "time_median",
-    "time_p95",
-    "share_optimal",
-    "reference",
-)
-
 
 def summarise(rows: list[Row]) -> list[dict[str, Any]]:
     """Per (family, solver): gap (median, p95, max; NaN if no gap compares), time (median, p95),
@@ -48,11 +31,13 @@ def summarise(rows: list[Row]) -> list[dict[str, Any]]:
     Returns
     -------
     list of dict
-        One dict per (family, solver), with the keys of :data:`SUMMARY_FIELDS`: the family's
-        fields, the solver's label, the number of rows, the gaps as fractions (0.05 is 5%), the
-        wall times in seconds, the share of rows with status ``optimal`` (0 to 1), and the
-        reference kinds seen (``"bound"``, ``"optimum"`` or ``"bound/optimum"``). Sorted by
-        cluster size, GPUs per server, load, profile and solver.
+        One dict per (family, solver), with the keys ``family``, ``n_gpus``,
+        ``gpus_per_server``, ``load``, ``profile`` (the family's fields), ``solver`` (the
+        solver's label), ``instances`` (the number of rows), ``gap_median``, ``gap_p95``,
+        ``gap_max`` (the gaps as fractions: 0.05 is 5%), ``time_median``, ``time_p95`` (the
+        wall times in seconds), ``share_optimal`` (the share of rows with status ``optimal``,
+        0 to 1) and ``reference`` (the reference kinds seen: ``"bound"``, ``"optimum"`` or
+        ``"bound/optimum"``). Sorted by cluster size, GPUs per server, load, profile and solver.
 
     Examples
     --------

@@ -58,15 +58,13 @@ def _floats(text: str, field: str) -> list[float]:
     return values
 
 
-def _distinct(
-    values: list[Any], field: str, keys: list[Any], why: str = "given twice"
-) -> list[Any]:
+def _distinct(values: list[Any], field: str, keys: list[Any]) -> list[Any]:
     """``values``, or an InputError naming the first one whose key repeats an earlier one's
     (a family or a solver would be run, and summarised, twice)."""
     seen: set[Any] = set()
     for value, key in zip(values, keys, strict=True):
         if key in seen:
-            raise InputError(field, value, why)
+            raise InputError(field, value, "given twice")
         seen.add(key)
     return values
 

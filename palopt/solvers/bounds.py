@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from palopt.solvers.greedy import GreedyPlacer
-from palopt.solvers.round import Round
+from palopt.solvers.round import Round, single_costs
 from palopt.solvers.transport import transport_bound
 
 __all__ = ["lower_bound", "single_gpu_costs"]
@@ -54,10 +54,7 @@ def single_gpu_costs(rnd: Round) -> tuple[list[int], np.ndarray, np.ndarray]:
     inst = rnd.instance
     gpus = np.flatnonzero(rnd.free)
     groups = rnd.single_groups()
-    cost = np.array(
-        [w * inst.slowdown[c, gpus] * inst.penalty[c, 0] for c, w in groups], dtype=np.float64
-    ).reshape(len(groups), len(gpus))
-    return [len(v) for v in groups.values()], gpus, cost
+    return [len(v) for v in groups.values()], gpus, single_costs(inst, groups, gpus)
 
 
 def lower_bound(rnd: Round) -> float:

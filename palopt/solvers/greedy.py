@@ -43,6 +43,7 @@ from palopt.solvers.round import (
     dense_groups,
     make_round,
     round_cost,
+    single_costs,
     unselected_reasons,
 )
 from palopt.solvers.transport import transport
@@ -191,14 +192,9 @@ class GreedyPlacer:
     ) -> tuple[float, dict[int, np.ndarray]] | None:
         """1-GPU jobs at ``positions`` assigned optimally to ``free`` (a transportation problem);
         ``None`` without ``highspy``."""
-        inst = self.inst
-        groups: dict[tuple[int, float], list[int]] = {}
-        for p in positions:
-            groups.setdefault((int(self.cls[p]), float(inst.queue[p].weight)), []).append(p)
+        groups = self.rnd.single_groups(positions)
         gpus = np.flatnonzero(free)
-        cost = np.array(
-            [w * inst.slowdown[c, gpus] * inst.penalty[c, 0] for c, w in groups], dtype=np.float64
-        ).reshape(len(groups), len(gpus))
+        cost = single_costs(self.inst, groups, gpus)
         x = transport([len(v) for v in groups.values()], cost)
         if x is None:
             return None

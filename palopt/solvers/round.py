@@ -21,6 +21,7 @@ unless ``keep_running=True``, which fixes every selected running job on its curr
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -38,6 +39,7 @@ __all__ = [
     "unselected_reasons",
     "dense_groups",
     "round_cost",
+    "single_costs",
 ]
 
 MODES = ("prefix", "choose")
@@ -140,17 +142,25 @@ class Round:
         q = self.instance.queue
         return tuple(p for p in self.open_positions if q[p].num_gpus > 1)
 
-    def single_groups(self) -> dict[tuple[int, float], list[int]]:
-        """Open 1-GPU jobs grouped into interchangeable commodities.
+    def single_groups(
+        self, positions: Iterable[int] | None = None
+    ) -> dict[tuple[int, float], list[int]]:
+        """1-GPU jobs (the open ones by default) grouped into interchangeable commodities.
+
+        Parameters
+        ----------
+        positions : iterable of int, optional
+            The queue positions to group, in this order (default: :attr:`open_positions`);
+            those of jobs of more than one GPU are left out.
 
         Returns
         -------
         dict
-            ``(class index, weight)`` -> queue positions, ascending.
+            ``(class index, weight)`` -> queue positions, in the order of ``positions``.
         """
         q = self.instance.queue
         out: dict[tuple[int, float], list[int]] = {}
-        for p in self.open_positions:
+        for p in self.open_positions if positions is None else positions:
             job = q[p]
             if job.num_gpus == 1:
                 key = (self.instance.class_index[job.job_class], float(job.weight))
@@ -269,6 +279,41 @@ def dense_groups(instance: Instance) -> list[np.ndarray]:
     return [
         np.unique(row, return_inverse=True)[1].astype(np.int64) for row in instance.topology.groups
     ]
+
+
+def single_costs(
+    instance: Instance, groups: Iterable[tuple[int, float]], gpus: np.ndarray
+) -> np.ndarray:
+    """Weighted costs of 1-GPU jobs (commodities, see :meth:`Round.single_groups`) on GPUs.
+
+    Parameters
+    ----------
+    instance : Instance
+    groups : iterable of (int, float)
+        The commodities' ``(class index, weight)``.
+    gpus : numpy.ndarray
+        Dense GPU indices.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``cost[m, i]``: weighted cost of a commodity-``m`` job on ``gpus[i]``, its weight times
+        its slowdown there times the penalty of the lowest tier (shape
+        ``(len(groups), len(gpus))``).
+
+    Examples
+    --------
+    >>> from palopt import Job, build_cluster
+    >>> inst = Instance(build_cluster(1, 2, 2), ("A",), np.array([[1.0, 1.3, 1.0, 1.1]]),
+    ...                 np.array([[1.0, 2.0, 2.0]]), (Job("a", 1, "A"),))
+    >>> single_costs(inst, [(0, 1.0), (0, 2.0)], np.array([1, 3])).tolist()
+    [[1.3, 1.1], [2.6, 2.2]]
+    """
+    groups = list(groups)
+    return np.array(
+        [w * instance.slowdown[c, gpus] * instance.penalty[c, 0] for c, w in groups],
+        dtype=np.float64,
+    ).reshape(len(groups), len(gpus))
 
 
 def round_cost(instance: Instance, chosen: dict[int, np.ndarray]) -> float:
