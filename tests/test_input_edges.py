@@ -594,6 +594,26 @@ def test_trace_takes_the_workloads_given(tmp_path):
     assert (job.job_class, job.base_iter_time) == ("classB", 2.5)
 
 
+def test_trace_model_names_are_the_text_written(tmp_path):
+    """A workload file may name a model "7" or "1.0": a trace whose model cells all look like
+    numbers was read as a number column and refused (``trace[0].model = 7.0: unknown model``)."""
+    from palopt.sim import SimConfig, simulate
+    from palopt.sim.profile import ClusterProfile
+    from palopt.workloads import WorkloadModel, Workloads
+
+    mine = Workloads(
+        ("A",), {"7": WorkloadModel("7", "A", 1.0, 1.0), "1.0": WorkloadModel("1.0", "A", 2.0, 1.0)}
+    )
+    path = _write(tmp_path, TRACE + "a,1,0,100,7\nb,1,0,100,1.0\n", "t.csv")
+    jobs = load_trace(path, mine)
+    assert [(j.model, j.base_iter_time) for j in jobs] == [("7", 1.0), ("1.0", 2.0)]
+    prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+    res = simulate(build_cluster(1, 1, 2), prof, jobs, config=SimConfig(round_s=60, check=True))
+    assert res.jobs.finish.tolist() == [120.0, 240.0]  # 100 s and 200 s of work
+    with pytest.raises(InputError, match=r"trace\[1\].model = 'NA': unknown model"):
+        load_trace(_write(tmp_path, TRACE + "a,1,0,100,7\nb,1,0,100,NA\n", "t.csv"), mine)
+
+
 def test_trace_ids_are_the_text_written(tmp_path):
     jobs = load_trace(_write(tmp_path, TRACE + "1,1,0,100,vgg19\n1.0,2,5,100,vgg19\n", "t.csv"))
     assert [j.id for j in jobs] == ["1", "1.0"]

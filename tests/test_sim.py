@@ -614,6 +614,16 @@ def test_correlated_profile_takes_rho_and_sigma_at_their_limits():
     assert p.rank[0].tolist() == [1.0] * 8 and p.rank.shape == (2, 8)
 
 
+def test_a_class_without_profile_is_named_as_the_trace_gives_it():
+    """The class check named the job by its place in submit order (``trace[1]`` for the first
+    job of a trace given out of order), where the size check names it as given."""
+    trace = [job("late", 1, 50, 100, cls="Z"), job("early", 1, 0, 100)]
+    with pytest.raises(InputError, match=r"^trace\[0\]\.class = 'Z': job 'late': no profile"):
+        Simulator(build_cluster(1, 1, 2), flat(2), trace, config=SimConfig(check=True))
+    res = simulate(build_cluster(1, 1, 2), flat(2), trace[1:], config=SimConfig(check=True))
+    assert res.jobs.finish.tolist() == [360.0]
+
+
 def test_bad_inputs():
     topo = build_cluster(1, 1, 2)
     # named as given (the simulator orders the trace by submit time) and by the job's id

@@ -514,12 +514,19 @@ class Simulator:
         self._base_instance = Instance(topology, profile.classes, profile.rank, self.penalty, ())
         trace = tuple(trace)  # a generator would be used up by the check
         check_trace(trace)
-        for i, j in enumerate(trace):  # numbered as given
+        for i, j in enumerate(trace):  # numbered as given (JobTable numbers in submit order)
             if j.num_gpus > n:
                 raise InputError(
                     f"trace[{i}].num_gpus",
                     j.num_gpus,
                     f"job {j.id!r} needs more than the cluster's {counted(n, 'GPU')}",
+                )
+            if j.job_class not in self.class_index:
+                raise InputError(
+                    f"trace[{i}].class",
+                    j.job_class,
+                    f"job {j.id!r}: no profile for this class; "
+                    f"known: {', '.join(self.class_index)}",
                 )
         self.trace = tuple(sorted(trace, key=lambda j: j.submit_time))  # stable
         self.jobs = JobTable(self.trace, self.class_index)

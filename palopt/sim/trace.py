@@ -144,10 +144,17 @@ def load_trace(path: str | Path, workloads: Workloads | None = None) -> tuple[Tr
     'classC'
     """
     workloads = workloads or load_workloads()
-    # Ids are text as written ("1" and "1.0" are two jobs; a job may be called "NA"), so only an
-    # empty cell is missing; an extra field on a row is an error, not a shift of the columns.
+    # Ids and model names are text as written ("1" and "1.0" are two jobs; a job may be called
+    # "NA"; a workload file may name a model "7", which a number column would make 7.0), so only
+    # an empty cell is missing; an extra field on a row is an error, not a shift of the columns.
     # (dtype, not a converter: pandas before 3.0 gave the converter's '' for an empty cell)
-    df = read_csv(path, "trace", dtype={"job_id": str}, keep_default_na=False, na_values=[""])
+    df = read_csv(
+        path,
+        "trace",
+        dtype={"job_id": str, "model": str},
+        keep_default_na=False,
+        na_values=[""],
+    )
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
         raise InputError(
