@@ -609,13 +609,20 @@ def read_measurements(
             classes,
             f"expected one class name per value column ({len(value_columns)})",
         )
-    # Blank lines kept as rows of empty cells, then dropped with rows of nothing but separators,
-    # so that a row's index + 2 is its line in the file (1 = the header)
+    # Blank lines kept as rows of empty cells, then dropped with rows of nothing but separators
+    # and blanks (a tab too), so that a row's index + 2 is its line in the file (1 = the header),
+    # after the blank lines before the header (kept, pandas would read the first as the header)
+    leading = _leading_blank_lines(path)
     df = read_csv(
-        path, dtype=str, keep_default_na=False, skipinitialspace=True, skip_blank_lines=False
+        path,
+        dtype=str,
+        keep_default_na=False,
+        skipinitialspace=True,
+        skip_blank_lines=False,
+        skiprows=leading,
     )
-    df = df[~(df == "").all(axis=1)]
-    line = df.index.to_numpy() + 2
+    df = df[~(df.apply(lambda s: s.str.strip()) == "").all(axis=1)]
+    line = df.index.to_numpy() + 2 + leading
     for col in id_columns + value_columns:
         if col not in df.columns:
             raise InputError(
@@ -677,6 +684,21 @@ def read_measurements(
         )
     )
     return VariabilityProfile(tuple(classes), tuple(per_gpu.index), values, note)
+
+
+def _leading_blank_lines(path: Path) -> int:
+    """How many lines of nothing but blanks a file starts with (0 if it cannot be read here:
+    :func:`~palopt.io.read_csv` then says why)."""
+    count = 0
+    try:
+        with open(path, encoding="utf-8-sig", errors="replace") as lines:
+            for text in lines:
+                if text.strip():
+                    break
+                count += 1
+    except (OSError, ValueError):
+        return 0
+    return count
 
 
 def load_longhorn(

@@ -395,6 +395,18 @@ def test_cli_assign(tmp_path: Path, longhorn: VariabilityProfile, capsys) -> Non
     assert "eligible" in capsys.readouterr().err
 
 
+def test_read_measurements_skips_blank_lines_before_the_header_and_tab_only_lines(
+    tmp_path: Path,
+) -> None:
+    # a blank first line was taken as the header ("the file is empty"), a line of a tab as a
+    # row with an empty GPU id, while a line of spaces was skipped
+    f = write(tmp_path / "runs.csv", "\n  \ngpu,perf\na,1.0\n\t\nb,2.0\n \t \nb,4.0\n")
+    p = read_measurements(f, ["gpu"], ["perf"], normalise=False)
+    assert p.gpus == ("a", "b")
+    assert p.values.tolist() == [[1.0, 3.0]]
+    assert "median of 3 rows" in p.source
+
+
 @pytest.mark.parametrize(
     ("content", "args", "expect"),
     [
@@ -416,6 +428,9 @@ def test_cli_assign(tmp_path: Path, longhorn: VariabilityProfile, capsys) -> Non
             "line 6, column perf",
         ),
         ("gpu,perf\n\n\n", ["--id", "gpu", "--value", "perf"], "no data rows"),
+        # blank lines before the header: counted too (the first was read as an empty header)
+        ("\n \ngpu,perf\na,1.0\nb,x\n", ["--id", "gpu", "--value", "perf"], "line 5, column perf"),
+        ("\n\t\n", ["--id", "gpu", "--value", "perf"], "empty"),
         ("gpu,perf\na,1.0\n", ["--id", "gpu", "--value", "perf", "--class", "A,B"], "one class"),
         ("gpu,perf\n1,1.0\n", ["--id", "gpu", "--value", "gpu"], "['gpu']: also named as id"),
     ],
