@@ -956,7 +956,7 @@ def instance_schema() -> dict[str, Any]:
         The schema as plain JSON data (a new dict on every call). It checks the fields, their
         types and ranges, and which node kinds carry which attributes;
         :func:`instance_from_dict` checks what it cannot express (GPU ids, classes, one value
-        per GPU, the wiring of the graph, printable job ids beyond control characters).
+        per GPU, the wiring of the graph, printable names beyond control characters).
 
     Examples
     --------
@@ -979,6 +979,9 @@ def instance_schema() -> dict[str, Any]:
     control = "\\u0000-\\u001f\\u007f-\\u009f"
     # No line break anywhere: Python's re (python-jsonschema) lets $ match before a final one.
     one_line = "(?!.*\\n)"
+    # A name (class, tier, node id): printable text, as the loader asks (control characters
+    # here; the loader also refuses the other characters str.isprintable does)
+    name = {"type": "string", "pattern": f"^{one_line}[^{control}]+$"}
     # The attributes a node of each kind may not carry.
     not_here = {k: [a for a, owner in ATTRIBUTE_KIND.items() if owner != k] for k in KINDS}
     edges = {  # networkx writes "edges" (3.4 and later) or "links"; either key is read
@@ -1035,12 +1038,9 @@ def instance_schema() -> dict[str, Any]:
                                     "type": "object",
                                     "required": ["id", "kind"],
                                     "properties": {
-                                        "id": {"type": "string"},
+                                        "id": name,
                                         "kind": {"enum": list(KINDS)},
-                                        "tier": {
-                                            "type": "string",
-                                            "not": {"enum": [NVLINK, SERVER]},
-                                        },
+                                        "tier": {**name, "not": {"enum": [NVLINK, SERVER]}},
                                         "root": {"type": "boolean"},
                                         "local": {
                                             "type": "integer",
@@ -1065,7 +1065,7 @@ def instance_schema() -> dict[str, Any]:
             },
             "classes": {
                 "type": "array",
-                "items": {"type": "string"},
+                "items": name,
                 "minItems": 1,
                 "uniqueItems": True,
             },
@@ -1086,17 +1086,10 @@ def instance_schema() -> dict[str, Any]:
                     "additionalProperties": False,
                     "properties": {
                         "id": {
-                            "oneOf": [
-                                # no control characters (the loader asks for printable text)
-                                {
-                                    "type": "string",
-                                    "pattern": f"^{one_line}[^{control}]+$",
-                                },
-                                {"type": "integer"},
-                            ]
+                            "oneOf": [name, {"type": "integer"}],
                         },
                         "num_gpus": {"type": "integer", "minimum": 1},
-                        "class": {"type": "string"},
+                        "class": name,
                         "weight": number,
                         "current_gpus": {
                             "type": "array",

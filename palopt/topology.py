@@ -20,6 +20,7 @@ share a group: a few array lookups.
 from __future__ import annotations
 
 import logging
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -446,6 +447,14 @@ class Topology:
                 )
         if not isinstance(data.get("graph", {}), dict):
             raise InputError(f"{field_name}.graph", data["graph"], "expected an object")
+        # The attributes palopt does not read are kept with the graph and written back: a NaN
+        # or Infinity there (json.loads reads them) would make a file other JSON readers refuse.
+        _json_value(data.get("graph", {}), f"{field_name}.graph")
+        for part, read in (("nodes", NODE_ATTRIBUTES), (edges_key, EDGE_ATTRIBUTES)):
+            for i, entry in enumerate(data[part]):
+                for name, value in entry.items():
+                    if name not in read:
+                        _json_value(value, f"{field_name}.{part}[{i}].{name}")
         try:
             graph = nx.node_link_graph(
                 {"directed": False, "multigraph": False, "graph": {}, **data}, edges=edges_key
@@ -725,6 +734,8 @@ def _json_value(value: Any, field_name: str) -> Any:
         return [_json_value(v, f"{field_name}[{i}]") for i, v in enumerate(value)]
     if isinstance(value, (np.generic, np.ndarray)):
         return _json_value(value.tolist(), field_name)
+    if isinstance(value, float) and not math.isfinite(value):  # JSON has no NaN or Infinity
+        raise InputError(field_name, value, "a graph attribute JSON cannot hold (no JSON number)")
     if value is None or isinstance(value, (str, int, float)):
         return value
     raise InputError(field_name, value, "a graph attribute JSON cannot hold")

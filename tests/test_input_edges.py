@@ -4,6 +4,7 @@ and the value (exit code 2 from the CLI), never a traceback and never a quiet ch
 from __future__ import annotations
 
 import json
+import math
 import stat
 from pathlib import Path
 
@@ -62,6 +63,68 @@ def _cli_error(capsys: pytest.CaptureFixture[str], args: list[str]) -> str:
 def test_json_that_python_would_read_with_another_meaning_is_refused(tmp_path, text, message):
     with pytest.raises(InputError, match=message):
         read_json(_write(tmp_path, text))
+
+
+def test_nan_and_infinity_in_graph_attributes_are_refused_not_written_back(tmp_path, capsys):
+    # json.loads reads NaN and Infinity, which are no JSON: a node-link graph attribute kept
+    # them, and save_instance wrote a file other JSON readers (JavaScript's JSON.parse) refuse.
+    for where, edit, field in (
+        ("graph", lambda t: t["graph"].update(bw=math.nan), r"topology\.graph\.bw = nan"),
+        ("node", lambda t: t["nodes"][0].update(x=[1, -math.inf]), r"nodes\[0\]\.x\[1\] = -inf"),
+        ("edge", lambda t: t["edges"][0].update(nvlinks=math.inf), r"edges\[0\]\.nvlinks = inf"),
+    ):
+        data = instance_to_dict(_instance())
+        edit(data["topology"])
+        path = _write(tmp_path, json.dumps(data))
+        assert "NaN" in path.read_text() or "Infinity" in path.read_text(), where
+        with pytest.raises(InputError, match=f"{field}: a graph attribute JSON cannot hold"):
+            load_instance(path)
+        assert "JSON cannot hold" in _cli_error(capsys, ["validate", str(path)])
+    topo = build_cluster(1, 1, 2)
+    topo.graph.graph["bw"] = math.nan  # nor does the Python API write one
+    inst = Instance(topo, ("A",), np.ones((1, 2)), np.ones((1, 3)), (Job("a", 1, "A"),))
+    assert_feasible(inst, solve(inst, "pal"))
+    with pytest.raises(InputError, match=r"topology\.graph\.bw = nan: a graph attribute JSON"):
+        instance_to_dict(inst)
+    topo.graph.graph["bw"] = 1e300  # finite numbers are kept
+    back = load_instance(_write(tmp_path, json.dumps(instance_to_dict(inst))))
+    assert back.topology.graph.graph["bw"] == 1e300
+
+
+def test_the_schema_refuses_names_the_loader_refuses(tmp_path):
+    # Classes, tiers and node ids must be printable text; the schema asked it of job ids only,
+    # so it passed files with a class "" or a tier with a tab that the loader refused.
+    from palopt.io import instance_schema
+
+    def refused(data: dict, message: str) -> None:
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(data, instance_schema())
+        with pytest.raises(InputError, match=message):
+            load_instance(_write(tmp_path, json.dumps(data)))
+
+    for name in ("", "a\tb", "a\nb", "x\x07"):
+        data = instance_to_dict(_instance())
+        data.update(classes=[name], slowdown={name: data["slowdown"]["A"]}, penalties=1.5)
+        for job in data["queue"]:
+            job["class"] = name
+        refused(data, "a class name must be printable")
+        data = instance_to_dict(_instance())
+        next(n for n in data["topology"]["nodes"] if n.get("tier") == "rack")["tier"] = name
+        refused(data, "a tier name must be printable")
+        data = instance_to_dict(_instance())
+        data["topology"] = _node_link()
+        data["topology"]["nodes"][0]["id"] = name
+        for edge in data["topology"]["edges"]:
+            edge.update({k: name for k in ("source", "target") if edge[k] == "c"})
+        data["slowdown"] = {"A": [1.0, 1.0, 1.0]}
+        data["queue"] = [{"id": "a", "num_gpus": 1, "class": "A"}]
+        refused(data, "a node id must be printable")
+    data["topology"]["nodes"][0]["id"] = "c é"  # printable names pass both
+    for edge in data["topology"]["edges"]:
+        edge.update({k: "c é" for k in ("source", "target") if edge[k] == name})
+    jsonschema.validate(data, instance_schema())
+    inst = load_instance(_write(tmp_path, json.dumps(data)))
+    assert_feasible(inst, solve(inst, "pal"))
 
 
 def test_json_keeps_surrogate_pairs_and_big_floats(tmp_path):
