@@ -77,7 +77,7 @@ def frozen_array(values: np.ndarray) -> np.ndarray:
     Traceback (most recent call last):
     ...
     ValueError: cannot set WRITEABLE flag to True of this array
-    >>> a.base.setflags(write=True)  # (the array under the view: refused too)
+    >>> a.base.setflags(write=True)  # (the array under it, over the bytes: refused too)
     Traceback (most recent call last):
     ...
     ValueError: cannot set WRITEABLE flag to True of this array
@@ -89,7 +89,7 @@ def frozen_array(values: np.ndarray) -> np.ndarray:
 
 def frozen_state(state: dict[str, Any]) -> dict[str, Any]:
     """The attributes of an unpickled or deep-copied object, read-only again: its arrays as
-    :func:`frozen_array` views (attributes that shared an array share one view) and its plain
+    :func:`frozen_array` copies (attributes that shared an array share one copy) and its plain
     dicts as :class:`FrozenDict` (for a ``__setstate__``).
 
     Parameters
@@ -110,13 +110,13 @@ def frozen_state(state: dict[str, Any]) -> dict[str, Any]:
     >>> state["x"] is state["y"], state["x"].flags.writeable, type(state["m"]).__name__
     (True, False, 'FrozenDict')
     """
-    views: dict[int, np.ndarray] = {}
+    frozen_arrays: dict[int, np.ndarray] = {}
     frozen: dict[str, Any] = {}
     for key, value in state.items():
         if isinstance(value, np.ndarray):
-            if id(value) not in views:
-                views[id(value)] = frozen_array(value)
-            value = views[id(value)]
+            if id(value) not in frozen_arrays:
+                frozen_arrays[id(value)] = frozen_array(value)
+            value = frozen_arrays[id(value)]
         elif type(value) is dict:
             value = FrozenDict(value)
         frozen[key] = value
