@@ -782,7 +782,12 @@ def _switch_levels(
             roots or switches[:3],
             "cannot tell the root switch: mark exactly one with tier 'cluster'",
         )
-    net = graph.subgraph([n for n in graph if kind[n] != GPU])
+    # Switches and servers as a graph of their own in the graph's order (a subgraph view's
+    # order follows a set's: the loop named in the error changed with the hash seed)
+    infra = [n for n in graph if kind[n] != GPU]
+    net = nx.Graph()
+    net.add_nodes_from(infra)
+    net.add_edges_from((u, v) for u in infra for v in graph[u] if kind[v] != GPU)
     if net.number_of_edges() != net.number_of_nodes() - 1:  # connected, so: not a tree
         cycle = [u for u, _ in nx.find_cycle(net)]
         raise InputError(

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import subprocess
+import sys
 
 import networkx as nx
 import numpy as np
@@ -382,3 +385,32 @@ def test_a_switch_marked_root_is_the_root_whatever_the_others_are_named() -> Non
     assert topo.tiers == ("server", "cluster", "site")
     assert topo.switch_tier == {"cluster": "site", "rack0": "cluster", "rack1": "cluster"}
     assert (topo.tier_of([0, 1]), topo.tier_of([0, 2])) == ("server", "site")
+
+
+def test_the_loop_named_is_the_same_whatever_the_hash_seed() -> None:
+    # The switches and servers were searched for a loop through a subgraph view, whose order
+    # follows a set's: the loop named changed with PYTHONHASHSEED.
+    script = (
+        "import networkx as nx\n"
+        "from palopt import InputError, Topology, build_cluster\n"
+        "g = nx.Graph(build_cluster(6, 3, 2).graph)\n"
+        "g.add_edge('server4', 'rack3', link='network')\n"
+        "try:\n"
+        "    Topology.from_graph(g)\n"
+        "except InputError as exc:\n"
+        "    print(exc)\n"
+    )
+    messages = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            env={**os.environ, "PYTHONHASHSEED": str(seed)},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in range(4)
+    }
+    assert messages == {
+        "topology.edges = ['cluster', 'rack1', 'server4', 'rack3']: switches and servers must "
+        "form a tree: these form a loop (a server or switch linked to two switches above it?)\n"
+    }
