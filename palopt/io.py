@@ -794,7 +794,9 @@ def read_csv(
     """Read a CSV file with pandas; a file pandas cannot parse is an :class:`InputError`.
 
     A row with more fields than the header is an error: pandas would otherwise take the first
-    column as the index, silently, and read every value from the column to its right.
+    column as the index, silently, and read every value from the column to its right. The error
+    names the row's line as pandas counts lines (from 1; a quoted field over several lines is
+    one), for the first data row too when the header is the first line.
 
     Parameters
     ----------
@@ -846,6 +848,12 @@ def read_csv(
     else:  # a stream: read twice below, so held here
         content = path.read()
         source = io.StringIO(content) if isinstance(content, str) else io.BytesIO(content)
+    # The header line is read again as the frame's was (same separator, quoting...) to find a
+    # name given twice and, if the first row is longer than the header, that row's line.
+    layout = {k: v for k, v in options.items() if k in _CSV_LAYOUT_OPTIONS}
+    row = options.get("header", "infer")
+    row = 0 if isinstance(row, str) else row  # "infer": the first line
+    has_header = options.get("names") is None and type(row) is int
     try:
         with warnings.catch_warnings():  # e.g. a row longer than the header: data would be lost
             warnings.simplefilter("error", pd.errors.ParserWarning)
@@ -853,12 +861,8 @@ def read_csv(
             if not isinstance(source, (str, os.PathLike)):
                 source.seek(0)
             # pandas renames a column given twice ("a", "a.1"): the second would be ignored.
-            # The header line is read again as the frame's was (same separator, quoting...).
-            layout = {k: v for k, v in options.items() if k in _CSV_LAYOUT_OPTIONS}
-            row = options.get("header", "infer")
-            row = 0 if isinstance(row, str) else row  # "infer": the first line
             header = pd.Series(dtype=str)
-            if options.get("names") is None and type(row) is int:
+            if has_header:
                 header = pd.read_csv(
                     source, header=None, nrows=row + 1, dtype=str, keep_default_na=False, **layout
                 ).iloc[row]
@@ -868,11 +872,34 @@ def read_csv(
         problem = str(exc).splitlines()[0][:120]
         if problem.startswith("Length of header"):  # pandas' words for it
             problem = "a row has more fields than the header"
+            if has_header and row == 0:
+                problem += _first_row_fields(source, layout)
         raise InputError(name, str(path), f"not a readable CSV file: {problem}") from None
     twice = header[header.duplicated()]
     if len(twice):
         raise InputError(name, str(path), f"column {twice.iloc[0]!r} given twice in the header")
     return frame
+
+
+def _first_row_fields(source: str | os.PathLike[str] | IO[Any], layout: dict[str, Any]) -> str:
+    """Where a first data row longer than a header on the first line is, in pandas' words for
+    a later row: ``": Expected 2 fields in line 2, saw 3"`` (``""`` if pandas does not say).
+
+    pandas checks each row's length against the row before it from the second data row on, and
+    names the line of a longer one; a longer first data row passes that check and is refused
+    later without its line. Read again with the header line as a row of data, the first data
+    row is checked against it.
+    """
+    import pandas as pd
+
+    if not isinstance(source, (str, os.PathLike)):
+        source.seek(0)
+    try:
+        pd.read_csv(source, header=None, nrows=2, dtype=str, keep_default_na=False, **layout)
+    except pd.errors.ParserError as exc:
+        found = re.search(r"Expected \d+ fields in line \d+, saw \d+", str(exc))
+        return f": {found.group()}" if found else ""
+    return ""
 
 
 def load_instance(path: str | Path) -> Instance:

@@ -704,7 +704,6 @@ def _leading_blank_lines(path: Path) -> int:
 def load_longhorn(
     directory: str | Path,
     classes: Mapping[str, str] = LONGHORN_CLASSES,
-    id_columns: Sequence[str] = ("cabinet", "node", "device"),
 ) -> VariabilityProfile:
     """Load the Longhorn measurement files as one profile joined on GPU location.
 
@@ -717,7 +716,6 @@ def load_longhorn(
     directory : str or Path
         Folder holding the files.
     classes : mapping class -> application, default :data:`LONGHORN_CLASSES`
-    id_columns : sequence of str, default ``("cabinet", "node", "device")``
 
     Returns
     -------
@@ -754,7 +752,7 @@ def load_longhorn(
     profiles = [
         read_measurements(
             directory / f"{app}-longhorn-agg.csv",
-            id_columns,
+            ["cabinet", "node", "device"],
             ["perf"],
             [app],
             source=f"{app}-longhorn-agg.csv (TACC Longhorn V100)",

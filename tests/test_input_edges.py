@@ -24,8 +24,9 @@ from palopt import (
 from palopt.cli import main
 from palopt.hostlist import MAX_HOSTS, expand_hostlist
 from palopt.instance import MAX_FACTOR, MIN_FACTOR
-from palopt.io import instance_to_dict, load_instance, read_json
+from palopt.io import instance_to_dict, load_instance, read_csv, read_json
 from palopt.sim.metrics import OUTPUT_FILES
+from palopt.sim.profile import load_profile as sim_load_profile
 from palopt.sim.trace import load_trace
 from palopt.topology import MAX_GPUS, Topology
 from palopt.variability import read_measurements
@@ -619,8 +620,6 @@ def test_a_column_given_twice_is_refused(tmp_path):
     ],
 )
 def test_read_csv_finds_a_column_given_twice_as_it_reads_the_header(tmp_path, text, options):
-    from palopt.io import read_csv
-
     path = _write(tmp_path, text, "m.csv")
     with pytest.raises(InputError, match="table = '.*m.csv': column 'gpu' given twice in the"):
         read_csv(path, "table", **options)
@@ -629,10 +628,41 @@ def test_read_csv_finds_a_column_given_twice_as_it_reads_the_header(tmp_path, te
     assert list(frame.columns) == ["id", "gpu"]
 
 
+@pytest.mark.parametrize(
+    ("header", "read"),
+    [
+        ("gpu,t\n", read_csv),
+        (TRACE, load_trace),
+        ("gpu,t\n", lambda path: read_measurements(path, ["gpu"], ["t"])),
+        ("PerfVar_A,PerfVar_B\n", lambda path: sim_load_profile(path, build_cluster(1, 1, 2))),
+    ],
+)
+def test_a_row_longer_than_the_header_is_named_by_its_line_the_first_one_too(
+    tmp_path, header, read
+):
+    # The first data row's extra field was refused without a line, a later row's with its line
+    width = header.count(",") + 1
+    row = ",".join(["1"] * width) + "\n"
+    longer = ",".join(["1"] * (width + 1)) + "\n"
+    expected = f"Expected {width} fields in line {{}}, saw {width + 1}$"
+    with pytest.raises(InputError, match=expected.format(3)):
+        read(_write(tmp_path, header + row + longer, "t.csv"))
+    with pytest.raises(InputError, match="more fields than the header: " + expected.format(2)):
+        read(_write(tmp_path, header + longer + row, "t.csv"))
+    # blank lines are counted in both cases, as pandas counts them for the later row
+    with pytest.raises(InputError, match=expected.format(4)):
+        read(_write(tmp_path, header + "\n" + row + longer, "t.csv"))
+    with pytest.raises(InputError, match=expected.format(3)):
+        read(_write(tmp_path, header + "\n" + longer + row, "t.csv"))
+
+
+def test_a_first_row_longer_than_a_header_not_on_the_first_line_is_still_refused(tmp_path):
+    with pytest.raises(InputError, match="a row has more fields than the header$"):
+        read_csv(_write(tmp_path, "x\na,b\n1,2,3\n", "m.csv"), header=1)
+
+
 def test_read_csv_without_a_header_line_has_no_names_to_repeat(tmp_path):
     # A first line of data that repeats a value was called a column given twice.
-    from palopt.io import read_csv
-
     path = _write(tmp_path, "1,1\n2,3\n", "m.csv")
     assert read_csv(path, header=None).values.tolist() == [[1, 1], [2, 3]]
     assert list(read_csv(path, names=["a", "b"]).columns) == ["a", "b"]
@@ -859,8 +889,6 @@ def test_commands_that_draw_say_before_any_work_that_matplotlib_is_missing(
 def test_read_csv_names_a_bad_file_name_by_what_the_caller_calls_it(name):
     """A bad file name given to read_csv is named by the caller's field (e.g. ``profile``), as
     its other errors are, not by a generic ``path``."""
-    from palopt.io import read_csv
-
     with pytest.raises(InputError) as err:
         read_csv(name, "profile")
     assert err.value.field == "profile"

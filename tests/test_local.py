@@ -13,7 +13,7 @@ from palopt import Instance, Job, build_cluster
 from palopt.cost import assert_feasible
 from palopt.errors import InputError
 from palopt.solvers.greedy import PACKING, GreedyPlacer, GreedySolver, greedy_assignment
-from palopt.solvers.local import MAX_ROUNDS, _search, _State, polish
+from palopt.solvers.local import _search, _State, polish
 from palopt.solvers.round import make_round, round_cost
 
 PENALTY = np.array([[1.0, 1.7, 2.0]] * 2)
@@ -166,7 +166,7 @@ def test_local_search_keeps_its_loose_gpus_in_step_with_the_placement(
     rnd = make_round(inst)
     _, start = GreedyPlacer(rnd).place(list(rnd.open_positions))
     state = _State(rnd, start)
-    _search(state, MAX_ROUNDS, np.inf)
+    _search(state, np.inf)
     assert_feasible(inst, _assignment(inst, state.best))
     owner = state.owner
     anywhere = (owner < 0) | (state.k[owner] == 1) | (state.tier[owner] == state.top_tier)

@@ -25,7 +25,7 @@ from palopt.sim import (
     summary,
     synthetic_trace,
 )
-from palopt.sim.engine import DONE, RUNNING, SimulationStalled
+from palopt.sim.engine import DONE, RUNNING, JobTable, SimulationStalled
 from palopt.sim.metrics import format_summary, job_table
 from palopt.sim.trace import MAX_TIME_S, check_trace
 from palopt.solvers.base import build_result
@@ -622,6 +622,25 @@ def test_a_class_without_profile_is_named_as_the_trace_gives_it():
         Simulator(build_cluster(1, 1, 2), flat(2), trace, config=SimConfig(check=True))
     res = simulate(build_cluster(1, 1, 2), flat(2), trace[1:], config=SimConfig(check=True))
     assert res.jobs.finish.tolist() == [360.0]
+
+
+def test_the_simulator_and_the_job_table_refuse_a_class_without_profile_in_their_words():
+    """One check serves both: the simulator names the job as given and by its id, the table by
+    its number in the table (after the jobs it holds), and appends none of the jobs then."""
+    profile = ClusterProfile(("A", "B"), np.ones((2, 2)), np.ones((2, 2)))
+    with pytest.raises(
+        InputError,
+        match=r"^trace\[1\]\.class = 'Z': job 'j': no profile for this class; known: A, B$",
+    ):
+        Simulator(
+            build_cluster(1, 1, 2), profile, [job("i", 1, 5, 10), job("j", 1, 0, 10, cls="Z")]
+        )
+    table = JobTable([job("i", 1, 0, 10)], {"A": 0, "B": 1})
+    with pytest.raises(
+        InputError, match=r"^trace\[2\]\.class = 'Z': no profile for this class; known: A, B$"
+    ):
+        table.extend([job("j", 1, 0, 10), job("k", 1, 0, 10, cls="Z")])
+    assert len(table) == 1 and table.submit.tolist() == [0.0]
 
 
 def test_bad_inputs():

@@ -175,6 +175,17 @@ def plot_gaps(path: Path, summary: list[dict[str, Any]]) -> None:
     ------
     ImportError
         Without matplotlib (``pip install 'palopt[plot]'``).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> rows = [Row(f"{n}g-4ps-100%-synthetic", n, 4, 1.0, "synthetic", 0, 3, 3, "greedy",
+    ...             "heuristic", 10.5, None, 0.01, 10.0, "optimum", gap)
+    ...         for n, gap in ((8, 0.05), (16, 0.02))]
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     plot_gaps(Path(folder, "gaps.png"), summarise(rows))
+    ...     Path(folder, "gaps.png").stat().st_size > 0
+    True
     """
     import matplotlib
 

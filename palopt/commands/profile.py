@@ -162,7 +162,35 @@ def summarise(profile: VariabilityProfile, method: str = "kmeans", tol: float = 
 def plot_profile(
     profile: VariabilityProfile, path: Path, method: str = "kmeans", tol: float = 0.02
 ) -> None:
-    """Histogram of each class's values with its binned levels marked."""
+    """Histogram of each class's values with its binned levels marked, as a PNG file.
+
+    Parameters
+    ----------
+    profile : VariabilityProfile
+    path : Path
+        The PNG file to write (110 dpi); an existing file is overwritten.
+    method : str, default "kmeans"
+        The binning method (:func:`palopt.binning.bin_values`).
+    tol : float, default 0.02
+        The binning tolerance.
+
+    Raises
+    ------
+    ImportError
+        If matplotlib is missing.
+    InputError
+        For a bad ``method`` or ``tol`` (as :func:`palopt.binning.bin_values`).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> values = np.array([[1.0, 0.99, 1.01, 1.0, 1.2, 1.21, 1.19, 1.0]])
+    >>> p = VariabilityProfile(("A",), tuple(f"g{i}" for i in range(8)), values)
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     plot_profile(p, Path(folder, "profile.png"))
+    ...     Path(folder, "profile.png").stat().st_size > 0
+    True
+    """
     try:
         import matplotlib
 

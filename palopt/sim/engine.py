@@ -214,6 +214,20 @@ class SimConfig:
             check_number(self.max_time_s, "max_time", high=MAX_TIME_S)
 
 
+def _require_profiled(
+    job: TraceJob, number: int, class_index: Mapping[str, int], *, by_id: bool
+) -> None:
+    """Refuse a job whose class has no row in ``class_index``: an :class:`InputError` naming it
+    ``trace[number]``, and by its id with ``by_id``."""
+    if job.job_class not in class_index:
+        named = f"job {job.id!r}: " if by_id else ""
+        raise InputError(
+            f"trace[{number}].class",
+            job.job_class,
+            f"{named}no profile for this class; known: {', '.join(class_index)}",
+        )
+
+
 class JobTable:
     """Per-job state as numpy arrays, indexed by job number (admission order = trace order).
 
@@ -307,12 +321,7 @@ class JobTable:
         palopt.errors.InputError: trace[1].class = 'Z': no profile for this class; known: A
         """
         for i, j in enumerate(jobs):
-            if j.job_class not in self._class_index:
-                raise InputError(
-                    f"trace[{len(self.jobs) + i}].class",
-                    j.job_class,
-                    f"no profile for this class; known: {', '.join(self._class_index)}",
-                )
+            _require_profiled(j, len(self.jobs) + i, self._class_index, by_id=False)
         k = len(jobs)
         self.jobs.extend(jobs)
         self.submit = np.append(self.submit, [j.submit_time for j in jobs])
@@ -521,13 +530,7 @@ class Simulator:
                     j.num_gpus,
                     f"job {j.id!r} needs more than the cluster's {counted(n, 'GPU')}",
                 )
-            if j.job_class not in self.class_index:
-                raise InputError(
-                    f"trace[{i}].class",
-                    j.job_class,
-                    f"job {j.id!r}: no profile for this class; "
-                    f"known: {', '.join(self.class_index)}",
-                )
+            _require_profiled(j, i, self.class_index, by_id=True)
         self.trace = tuple(sorted(trace, key=lambda j: j.submit_time))  # stable
         self.jobs = JobTable(self.trace, self.class_index)
         self._check_rounds(trace)

@@ -772,6 +772,14 @@ def plot_normalised(jct: pd.DataFrame, base: str, path: Path, title: str) -> Pat
         If ``base`` is not a column of ``jct``.
     ImportError
         If matplotlib is missing.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> jct = pd.DataFrame({"packed-sticky": [10.0, 8.0], "pal": [6.0, 5.0]}, index=[1, 2])
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     plot_normalised(jct, "packed-sticky", Path(folder, "fig10.png"), "Fig 10").name
+    'fig10.png'
     """
     import matplotlib
 

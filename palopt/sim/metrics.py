@@ -264,6 +264,20 @@ def plot_run(res: SimResult, out_dir: Path) -> list[Path]:
     ------
     ImportError
         If matplotlib is missing.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from palopt.topology import build_cluster
+    >>> from palopt.sim.engine import SimConfig, simulate
+    >>> from palopt.sim.profile import ClusterProfile
+    >>> from palopt.sim.trace import TraceJob
+    >>> prof = ClusterProfile(("A",), np.ones((1, 2)), np.ones((1, 2)))
+    >>> trace = [TraceJob("a", 2, 0.0, 100.0, "m", "A", 1.0)]
+    >>> res = simulate(build_cluster(1, 1, 2), prof, trace, config=SimConfig(round_s=60))
+    >>> with tempfile.TemporaryDirectory() as folder:
+    ...     [p.name for p in plot_run(res, Path(folder))]
+    ['jct_cdf.png', 'busy_gpus.png']
     """
     import matplotlib
 

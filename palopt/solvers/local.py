@@ -14,9 +14,9 @@ Three moves, each made only if the round's weighted cost falls:
 - *exchange*: two jobs of the same size trade their GPU sets.
 
 Rounds of moves repeat until a round gains less than :data:`MIN_GAIN` of the cost, or
-``max_rounds``, or (if given) a deadline passes, checked before each swap, each consolidation
-and each round's trades (one per job size). The search has no
-randomness, so without a deadline a placement always polishes to the same result.
+:data:`MAX_ROUNDS` rounds have run, or (if given) a deadline passes, checked before each swap,
+each consolidation and each round's trades (one per job size). The search has no randomness, so
+without a deadline a placement always polishes to the same result.
 """
 
 from __future__ import annotations
@@ -267,7 +267,6 @@ class _State(Incumbent):
 def polish(
     rnd: Round,
     chosen: dict[int, np.ndarray],
-    max_rounds: int = MAX_ROUNDS,
     deadline: float | None = None,
 ) -> dict[int, np.ndarray]:
     """Improve a placement of ``rnd``'s open jobs by local search (see the module docs).
@@ -277,8 +276,6 @@ def polish(
     rnd : Round
     chosen : dict
         Queue position -> GPU indices, for every open position of ``rnd``.
-    max_rounds : int
-        Rounds of moves at most.
     deadline : float, optional
         A :func:`time.perf_counter` reading after which no move starts (the best placement so
         far is returned); ``None``: none.
@@ -302,13 +299,13 @@ def polish(
     if not chosen:
         return {}
     state = _State(rnd, chosen)
-    _search(state, max_rounds, deadline if deadline is not None else np.inf)
+    _search(state, deadline if deadline is not None else np.inf)
     return {p: np.sort(g) for p, g in state.best.items()}
 
 
-def _search(state: _State, max_rounds: int, deadline: float) -> None:
-    """Rounds of moves on ``state`` until one gains little, ``max_rounds``, or ``deadline``."""
-    for _ in range(max_rounds):
+def _search(state: _State, deadline: float) -> None:
+    """Rounds of moves on ``state`` until one gains little, :data:`MAX_ROUNDS`, or ``deadline``."""
+    for _ in range(MAX_ROUNDS):
         before = float(state.cost.sum())
         for a in np.flatnonzero(state.dirty).tolist():
             if time.perf_counter() >= deadline:
