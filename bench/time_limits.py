@@ -1,11 +1,11 @@
 """How long does a solve given a time limit take, by the wall clock, on large rounds?
 
 A scheduler that calls an exact solver with a limit expects the answer about then. The exact
-flow runs the greedy first and stops no step after the limit, but a greedy pass or a step under
-way runs to its end: with a limit below the greedy's own time the solve takes the greedy's time
-and returns its placement (``no solution``). This script solves rounds of a benchmark family
-with each solver and limit, a few times each, and prints the wall time, its ratio to the limit
-and the status.
+flow runs the greedy first and starts no step after the limit, but the greedy's first pass (it
+places every job) and a few steps under way run to their ends: with a limit below the first
+pass's time the solve takes that time and returns the greedy's placement (``no solution``). This
+script solves rounds of a benchmark family with each solver and limit, a few times each, and
+prints the wall time, its ratio to the limit and the status.
 
 Usage::
 

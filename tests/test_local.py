@@ -244,6 +244,26 @@ def test_greedy_starts_no_pass_after_its_deadline() -> None:
     assert _assignment(inst, ahead) == _assignment(inst, greedy_assignment(rnd))
 
 
+def test_greedy_drops_a_pass_its_deadline_cuts(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A clock that ticks once per reading: the first pass reads it once per job, the second
+    # passes its deadline after its first job, and the first pass comes back unpolished.
+    inst = _random_instance((3, 2, 8), 5, 0.0, 1.0)
+    rnd = make_round(inst)
+    order = list(rnd.open_positions)
+    _, first = GreedyPlacer(rnd).place(order)
+    with pytest.raises(TimeoutError):
+        GreedyPlacer(rnd).place(order, deadline=time.perf_counter() - 1)
+    with pytest.raises(TimeoutError):
+        GreedyPlacer(rnd, packing=PACKING).place_split(order, deadline=time.perf_counter() - 1)
+    assert GreedyPlacer(rnd).place([], deadline=time.perf_counter() - 1) == (0.0, {})
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(ticks)))
+    cut = greedy_assignment(rnd, deadline=len(order) + 0.5)
+    assert next(ticks) < 2 * len(order)  # the second pass stopped early, the third never ran
+    assert_feasible(inst, _assignment(inst, cut))
+    assert _assignment(inst, cut) == _assignment(inst, first)
+
+
 def test_greedy_local_search_stops_at_the_time_limit() -> None:
     inst = _random_instance((3, 2, 8), 5, 0.0, 1.0)
     solver = GreedySolver()

@@ -83,10 +83,12 @@ def lower_bound(rnd: Round) -> float:
     """
     greedy = GreedyPlacer(rnd)
     inst = rnd.instance
+    alone: dict[tuple[int, int], float] = {}  # (class, GPUs) -> best cost alone
     total = 0.0
     for pos in rnd.multi:
-        job = inst.queue[pos]
-        cost, _ = greedy.best(rnd.free, int(greedy.cls[pos]), job.num_gpus)
-        total += job.weight * cost
+        key = (int(greedy.cls[pos]), inst.queue[pos].num_gpus)
+        if key not in alone:
+            alone[key] = greedy.best(rnd.free, *key)[0]
+        total += inst.queue[pos].weight * alone[key]
     counts, _, single_cost = single_gpu_costs(rnd)
     return total + transport_bound(counts, single_cost)

@@ -17,8 +17,8 @@ local search (:mod:`palopt.solvers.local`: GPU swaps, moves that pull a spread j
 group, trades between jobs of one size), and the cheaper result is kept: which pass polishes
 best is not always the one that starts cheapest. On the full-load 4,096-GPU benchmark rounds
 local search takes 0.7-5.4% off a pass's cost; the whole greedy takes 0.1-0.5 s there. Given a
-time limit, no pass starts and no move of local search is made after it; a pass under way runs
-to its end, as it must place every job.
+time limit, no move of local search is made after it and the later passes stop there (a pass
+cut short is dropped); the first pass runs to its end, as it must place every job.
 
 The greedy places exactly the jobs of :func:`palopt.solvers.round.make_round` (the admitted prefix,
 or the first-fit set), so its cost compares directly with the exact solvers' optimum; it is also
@@ -171,15 +171,18 @@ class GreedyPlacer:
         return float(sf[gpus].max() * self.inst.penalty[c, tier]), gpus
 
     def place(
-        self, order: list[int], free: np.ndarray | None = None
+        self, order: list[int], free: np.ndarray | None = None, deadline: float = np.inf
     ) -> tuple[float, dict[int, np.ndarray]]:
         """One greedy pass over positions in ``order`` on ``free`` (default: the round's free
-        GPUs): (total weighted cost, placement)."""
+        GPUs): (total weighted cost, placement). Raises ``TimeoutError`` if the
+        :func:`time.perf_counter` reading ``deadline`` passes before the pass ends."""
         free = (self.rnd.free if free is None else free).copy()
         chosen: dict[int, np.ndarray] = {}
         total = 0.0
         q = self.inst.queue
         for pos in order:
+            if time.perf_counter() > deadline:
+                raise TimeoutError("the greedy pass did not end before its deadline")
             job = q[pos]
             cost, gpus = self.best(free, int(self.cls[pos]), job.num_gpus)
             free[gpus] = False
@@ -205,14 +208,15 @@ class GreedyPlacer:
         return float(cost[x].sum()), chosen
 
     def place_split(
-        self, order: list[int], free: np.ndarray | None = None
+        self, order: list[int], free: np.ndarray | None = None, deadline: float = np.inf
     ) -> tuple[float, dict[int, np.ndarray]]:
-        """Multi-GPU jobs greedily in ``order``, then the 1-GPU jobs optimally (if ``highspy``
-        is installed, else greedily)."""
+        """Multi-GPU jobs greedily in ``order`` (``TimeoutError`` past ``deadline``, as in
+        :meth:`place`), then the 1-GPU jobs optimally (if ``highspy`` is installed, else
+        greedily)."""
         q = self.inst.queue
         multi = [p for p in order if q[p].num_gpus > 1]
         singles = [p for p in order if q[p].num_gpus == 1]
-        total, chosen = self.place(multi, free)
+        total, chosen = self.place(multi, free, deadline)
         rest = (self.rnd.free if free is None else free).copy()
         for gpus in chosen.values():
             rest[gpus] = False
@@ -234,9 +238,9 @@ def greedy_assignment(rnd: Round, deadline: float | None = None) -> dict[int, np
     rnd : Round
         The round whose open jobs are placed, on its free GPUs (fixed jobs are left out).
     deadline : float, optional
-        A :func:`time.perf_counter` reading after which no further pass starts and local search
-        stops (the first pass always runs to the end: it places every open job); ``None``:
-        none, and the result depends on ``rnd`` alone.
+        A :func:`time.perf_counter` reading after which the passes under way are dropped, no
+        further pass starts and local search stops (the first pass always runs to the end: it
+        places every open job); ``None``: none, and the result depends on ``rnd`` alone.
 
     Returns
     -------
@@ -260,15 +264,13 @@ def greedy_assignment(rnd: Round, deadline: float | None = None) -> dict[int, np
     groups = packer.groups
     rack = int(np.bincount(groups[-2]).max()) if len(groups) > 1 else np.inf
     big_last = sorted(queue_order, key=lambda p: q[p].num_gpus >= rack)
-    passes: list[tuple[float, dict[int, np.ndarray]]] = []
-    for make_pass in (
-        lambda: GreedyPlacer(rnd).place(queue_order),
-        lambda: packer.place_split(big_first),
-        lambda: packer.place(big_last),
-    ):
-        passes.append(make_pass())
-        if deadline is not None and time.perf_counter() >= deadline:
-            break
+    late = np.inf if deadline is None else deadline
+    passes = [GreedyPlacer(rnd).place(queue_order)]
+    try:
+        passes.append(packer.place_split(big_first, deadline=late))
+        passes.append(packer.place(big_last, deadline=late))
+    except TimeoutError:
+        pass  # the passes that ended are kept
     cheapest = sorted(passes, key=lambda o: o[0])[:POLISHED]
     polished = [polish(rnd, chosen, deadline=deadline) for _, chosen in cheapest]
     return min(polished, key=lambda chosen: round_cost(rnd.instance, chosen))
@@ -307,11 +309,11 @@ class GreedySolver:
         """Place the round's jobs; ``seed`` is checked, then ignored.
 
         Without a time limit (``time_limit``, else the solver's) the result depends on
-        ``instance`` alone. With one, local search
-        stops at the limit and the best placement so far is returned, so the result may depend
-        on the machine's speed. No pass starts after the limit, but a pass under way (the first
-        always) runs to its end, as it places every job: a solve can take longer than a very
-        small limit. ``settings["stopped_at_time_limit"]`` says whether the limit was reached.
+        ``instance`` alone. With one, local search stops at the limit and the best placement so
+        far is returned, so the result may depend on the machine's speed. The later passes stop
+        at the limit (a pass cut short is dropped), but the first always runs to its end, as it
+        places every job: a solve can take longer than a very small limit.
+        ``settings["stopped_at_time_limit"]`` says whether the limit was reached.
         """
         started = time.perf_counter()
         check_arguments(instance, time_limit, seed)

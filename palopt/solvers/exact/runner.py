@@ -2,11 +2,11 @@
 
 1. Select the round's jobs (:func:`palopt.solvers.round.make_round`, ``mode`` prefix or choose).
 2. Place them with the cost-aware greedy (local search included): the first upper bound, warm
-   start and fallback. By the wall clock no greedy pass, local-search move or step below
-   starts after the limit, but one under way runs to its end (the steps given a share of the
-   limit, and the placement by prices, stop at it): at 4,096 GPUs and full load a solve given
-   0.1 s took 0.13-0.21 s and returned the greedy's placement (``no solution``), at 16,384
-   GPUs 0.5-0.6 s.
+   start and fallback. By the wall clock no local-search move or step below starts after the
+   limit, and the greedy's later passes, the steps given a share of the limit and the placement
+   by prices stop at it, but the greedy's first pass (it places every job) and a step under way
+   run to their ends: at 4,096 GPUs and full load a solve given 0.1 s took 0.13-0.21 s and
+   returned the greedy's placement (``no solution``), at 16,384 GPUs 0.5-0.6 s.
 3. ``formulation="columns"`` (default, needs ``highspy``): column generation gives the
    configuration-LP bound and a pool of good GPU sets (up to half the limit). If it stops short
    of the LP value (large rounds at full load), the subgradient Lagrangian bound of
