@@ -73,7 +73,7 @@ import numpy as np
 
 from palopt._frozen import frozen_array, frozen_state
 from palopt.binning import bin_values
-from palopt.errors import InputError, check_fields, check_flag, check_seed, counted
+from palopt.errors import PRINTABLE, InputError, check_fields, check_flag, check_seed, counted
 from palopt.instance import (
     FACTOR_RANGE,
     MAX_FACTOR,
@@ -146,9 +146,10 @@ class VariabilityProfile:
     ------
     InputError
         For no classes or no GPUs, names (or ``origin`` entries, or ``source``) that are not
-        strings, duplicate names, values that are not numbers or not of the shape
-        ``(classes, gpus)``, a value out of that range, a class with no value, or an ``origin``
-        that is neither empty nor one name per GPU.
+        strings, duplicate names, a class name that is empty or does not print (a tab, say),
+        values that are not numbers or not of the shape ``(classes, gpus)``, a value out of
+        that range, a class with no value, or an ``origin`` that is neither empty nor one name
+        per GPU.
 
     Examples
     --------
@@ -179,6 +180,9 @@ class VariabilityProfile:
             if len(set(items)) != len(items):
                 dup = next(x for i, x in enumerate(items) if x in items[:i])
                 raise InputError(name, dup, "duplicate name")
+        for c in classes:
+            if not c or not c.isprintable():  # an instance refuses it later (tables print it)
+                raise InputError("classes", c, f"a class name {PRINTABLE}")
         try:
             values = np.array(self.values, dtype=np.float64)
         except (TypeError, ValueError):  # a ragged list, text, None among the numbers

@@ -241,6 +241,96 @@ def test_an_output_folder_that_is_a_file_is_refused_before_any_run(tmp_path, cap
     assert "g.toml: sweep.out = " in capsys.readouterr().err
 
 
+_PROC = "/proc/palopt-test"  # /proc takes no new file or folder, whoever asks (root too)
+_SMI = Path(__file__).resolve().parent.parent / "instances" / "topology" / "nvlink-pairs.txt"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+@pytest.mark.parametrize(
+    ("argv", "flag", "path"),
+    [
+        ("solve {inst} --out {proc}", "--out", _PROC),
+        (
+            "instance build --cluster 1x2 --profile {assigned} --queue {queue} --penalties 1.7 "
+            "-o {proc}",
+            "--out",
+            _PROC,
+        ),
+        ("profile import {csv} --id gpu --value t -o {proc}", "--out", _PROC),
+        ("profile assign {measured} --cluster 1x2 -o {proc}", "--out", _PROC),
+        ("profile show {measured} --plot {proc}.png", "--plot", f"{_PROC}.png"),
+        ("topology build --nvidia-smi {smi} -o {proc}", "--out", _PROC),
+        ("topology show {inst} --png {proc}.png", "--png", f"{_PROC}.png"),
+        (
+            "simulate --trace {trace} --correlated 0 --max-time 36000 --no-plots --no-progress "
+            "--out {proc}",
+            "--out",
+            _PROC,
+        ),
+        (
+            "reproduce fig10 --workloads 1 --data {data} --no-plots --no-progress --out {proc}",
+            "--out",
+            _PROC,
+        ),
+        ("sweep {grid} --no-progress", "{grid}: sweep.out", _PROC),
+        ("bench --quick --no-plot --out {proc}", "--out", _PROC),
+    ],
+)
+def test_an_output_that_cannot_be_written_is_named_by_its_option(
+    argv, flag, path, instance_file, artifact_dir, tmp_path, capsys
+):
+    # Was "[Errno 2] No such file or directory: '/proc/palopt-test'", naming no option; simulate,
+    # reproduce and sweep said it after their runs.
+    files = {
+        "inst": instance_file,
+        "csv": tmp_path / "m.csv",
+        "measured": tmp_path / "measured.json",
+        "assigned": tmp_path / "assigned.json",
+        "queue": tmp_path / "queue.json",
+        "trace": artifact_dir / "traces" / "sia-philly-workload-1.csv",
+        "data": artifact_dir,
+        "grid": tmp_path / "grid.toml",
+        "smi": _SMI,
+        "proc": _PROC,
+    }
+    files["csv"].write_text("gpu,t\ng0,1.0\ng1,1.2\n")
+    for step in (
+        "profile import {csv} --id gpu --value t -o {measured}",
+        "profile assign {measured} --cluster 1x2 -o {assigned}",
+    ):
+        assert main([a.format(**files) for a in step.split()]) == 0
+    files["queue"].write_text('[{"id": "j", "num_gpus": 1, "class": "t"}]')
+    files["grid"].write_text(
+        f'[sweep]\nout = "{_PROC}"\n[grid]\nworkload = [1]\n'
+        f'[fixed]\ndata = "{artifact_dir}"\nmax_time = 36000\n'
+    )
+    capsys.readouterr()
+    assert main([a.format(**files) for a in argv.split()]) == 2
+    err = capsys.readouterr().err
+    assert f"{flag.format(**files)} = '{path}': cannot be written: " in err, err
+    assert len(err.strip().splitlines()) == 1, err
+
+
+def test_bench_keeps_an_earlier_runs_results_when_it_refuses_its_input(
+    tmp_path, capsys, monkeypatch
+):
+    # An earlier run's bench.csv was cut to its header line and its summary.csv deleted when a
+    # size (or the missing data) was refused only as the run reached it, named as the cluster.
+    out = tmp_path / "bench"
+    out.mkdir()
+    for name in ("bench.csv", "summary.csv"):
+        (out / name).write_text(f"earlier {name}\n")
+    argv = ["bench", "--no-plot", "--out", str(out), "--solvers", "pal", "--seeds", "1"]
+    argv += ["--loads", "0.5", "--profiles", "synthetic"]
+    assert main([*argv, "--sizes", "8000000000000", "--gpus-per-server", "8"]) == 2
+    assert "--sizes = 8000000000000: more than 1,048,576 GPUs" in capsys.readouterr().err
+    monkeypatch.setenv("PALOPT_DATA", str(tmp_path / "no-data"))
+    assert main([*argv, "--sizes", "16", "--gpus-per-server", "4"]) == 2
+    assert "shared data = 'pal-artifact/traces': not found" in capsys.readouterr().err
+    for name in ("bench.csv", "summary.csv"):
+        assert (out / name).read_text() == f"earlier {name}\n"
+
+
 def test_table_of_a_huge_objective_stays_short(tmp_path, capsys):
     topo = build_cluster(1, 1, 2)
     job = Job("a", 1, "A", weight=1e300)

@@ -469,6 +469,19 @@ def test_simulate_cell_names_the_parameter_of_a_missing_file(tmp_path, artifact_
         )
 
 
+def test_simulate_cell_names_a_folder_given_as_a_file(tmp_path):
+    # was "no such file", of a folder that is there (a sweep's trace = ".", say)
+    tiny = _tiny(tmp_path)
+    for key in ("trace", "profile"):
+        with pytest.raises(InputError) as exc:
+            simulate_cell({**tiny, key: str(tmp_path)})
+        assert (exc.value.field, exc.value.value, exc.value.problem) == (
+            key,
+            str(tmp_path),
+            "is a folder, not a file",
+        )
+
+
 def test_simulate_cell_runs_the_last_sia_philly_workload(artifact_dir):
     s = simulate_cell({"data": str(artifact_dir), "workload": 8, "max_time": 3600.0, "check": True})
     assert s["rounds"] == 9  # rounds 1-9: none at t = 0

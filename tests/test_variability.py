@@ -279,6 +279,28 @@ def test_profile_names_origin_and_read_only_values() -> None:
     assert "origin" not in p.to_dict()  # no origin: none written
 
 
+@pytest.mark.parametrize("name", ["a\tb", "a\nb", ""])
+def test_a_class_name_that_does_not_print_is_refused_when_imported(
+    tmp_path: Path, capsys, name: str
+) -> None:
+    # `profile import --class 'a<TAB>b'` wrote the profile; an instance refused the class only
+    # at `instance build`, naming no profile
+    with pytest.raises(InputError, match="a class name must be printable text"):
+        VariabilityProfile((name,), ("g0",), np.ones((1, 1)))
+    csv = write(tmp_path / "m.csv", "gpu,t\na,1\nb,2\n")
+    out = tmp_path / "p.json"
+    argv = ["profile", "import", str(csv), "--id", "gpu", "--value", "t", "-o", str(out)]
+    if name:  # an empty --class is refused by its argument
+        assert main([*argv, "--class", name]) == 2
+        err = capsys.readouterr().err
+        assert f"classes = {name!r}: a class name must be printable text" in err
+        assert len(err.strip().splitlines()) == 1 and not out.exists()
+    data = {"format": "palopt.profile/1", "classes": [name], "gpus": ["g0"]}
+    write(out, json.dumps({**data, "values": {name: [1.0]}}))
+    assert main(["profile", "show", str(out)]) == 2
+    assert f"{out}.classes = {name!r}: a class name" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     ("row", "match"),
     [

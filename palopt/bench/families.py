@@ -10,6 +10,7 @@ Job sizes and classes are resampled from the Sia-Philly traces (mostly 1 GPU, so
 from __future__ import annotations
 
 import csv
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -19,7 +20,7 @@ import numpy as np
 from palopt.errors import InputError, check_seed
 from palopt.instance import Instance, Job, penalty_matrix
 from palopt.io import shared_path
-from palopt.topology import Topology, build_cluster
+from palopt.topology import MAX_GPUS, Topology, build_cluster
 from palopt.variability import VariabilityProfile, assign_profile, load_artifact_table
 from palopt.workloads import load_workloads
 
@@ -29,6 +30,7 @@ __all__ = [
     "RACK_GPUS",
     "check_load",
     "check_shape",
+    "read_data",
     "sample_slowdowns",
     "sample_jobs",
     "make_instance",
@@ -76,6 +78,8 @@ def check_shape(
         raise InputError(fields[1], gpus_per_server, f"must divide the rack's {RACK_GPUS} GPUs")
     if n_gpus < 1 or n_gpus % gpus_per_server:
         raise InputError(fields[0], n_gpus, f"not a multiple of {gpus_per_server} GPUs per server")
+    if n_gpus > MAX_GPUS:  # else refused when its first instance is made, as the cluster's shape
+        raise InputError(fields[0], n_gpus, f"more than {MAX_GPUS:,} GPUs")
     if n_gpus > RACK_GPUS and n_gpus % RACK_GPUS:
         raise InputError(fields[0], n_gpus, f"above one rack, must be whole racks of {RACK_GPUS}")
 
@@ -200,6 +204,30 @@ def _philly_jobs(folder: str) -> tuple[np.ndarray, np.ndarray]:
                 sizes.append(int(r["num_gpus"]))
                 classes.append(CLASSES.index(models.get(r["model"]).job_class))
     return np.array(sizes), np.array(classes)
+
+
+def read_data(profiles: Iterable[str]) -> None:
+    """Read the shared data that the families of ``profiles`` draw from (kept for them), so that
+    a missing file is found before any instance is made.
+
+    Parameters
+    ----------
+    profiles : iterable of str
+        Slowdown profiles of :data:`PROFILES`; every family draws its jobs from the Sia-Philly
+        traces, ``longhorn`` its slowdowns from the artifact's 64-GPU table.
+
+    Raises
+    ------
+    InputError
+        For a file of the data (:func:`palopt.io.shared_path`) that is missing or bad.
+
+    Examples
+    --------
+    >>> read_data(["longhorn"])
+    """
+    if "longhorn" in profiles:  # read first, as an instance draws its slowdowns first
+        _artifact_profile(str(shared_path("pal-artifact/sim-64gpu-cluster.csv")))
+    _philly_jobs(str(shared_path("pal-artifact/traces")))
 
 
 def sample_slowdowns(topology: Topology, profile: str, rng: np.random.Generator) -> np.ndarray:

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -222,6 +224,42 @@ def check_folder(out: Path | None, flag: str) -> None:
         existing = existing.parent
     if existing.exists() and not existing.is_dir():
         raise InputError(flag, str(out), f"{existing} is a file, not a folder")
+
+
+@contextmanager
+def writing(out: Path, flag: str) -> Iterator[None]:
+    """Name ``flag`` and ``out`` in an ``OSError`` raised by the writes of the ``with`` block:
+    the operating system's message names only a path (a folder that takes no files, such as
+    ``/proc``, a full disk, a read-only file system).
+
+    Parameters
+    ----------
+    out : Path
+        The output file or folder that ``flag`` gave.
+    flag : str
+        The option that gave it, e.g. ``"--out"``.
+
+    Raises
+    ------
+    InputError
+        For an ``OSError`` raised in the block, naming ``flag``, ``out`` and the operating
+        system's reason, with the file that failed if it is another (one of an output folder).
+
+    Examples
+    --------
+    >>> with writing(Path("/proc/r.json"), "--out"):
+    ...     raise FileNotFoundError(2, "No such file or directory", "/proc/r.json")
+    Traceback (most recent call last):
+    ...
+    palopt.errors.InputError: --out = '/proc/r.json': cannot be written: No such file or directory
+    """
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        if exc.filename is not None and os.path.realpath(exc.filename) != os.path.realpath(out):
+            reason = f"{exc.filename}: {reason}"
+        raise InputError(flag, str(out), f"cannot be written: {reason}") from None
 
 
 def require_plotting(flag: str) -> None:

@@ -10,10 +10,10 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from palopt.bench.families import PROFILES, Family, check_load, check_shape
+from palopt.bench.families import PROFILES, Family, check_load, check_shape, read_data
 from palopt.bench.report import format_table, plot_gaps, summarise, write_csv
 from palopt.bench.runner import EXACT, HEURISTICS, Row, SolverSpec, run_bench
-from palopt.commands import check_folder, file_path, require_plotting
+from palopt.commands import check_folder, file_path, require_plotting, writing
 from palopt.errors import InputError, check_time_limit
 from palopt.solvers.base import get_solver
 
@@ -165,6 +165,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             f"{args.exact_max_gpus}): add a heuristic, or raise --exact-max-gpus",
         )
     check_folder(args.out, "--out")
+    read_data(profiles)  # a missing file found before an earlier run's results are replaced
     families = [
         Family(n, g, load, prof)
         for n in sizes
@@ -172,9 +173,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
         for load in loads
         for prof in profiles
     ]
-    args.out.mkdir(parents=True, exist_ok=True)
-    for stale in ("summary.csv", "gaps.png"):  # an earlier run's, which this run may not replace
-        (args.out / stale).unlink(missing_ok=True)
+    with writing(args.out, "--out"):
+        args.out.mkdir(parents=True, exist_ok=True)
+        # an earlier run's, which this run may not replace
+        for stale in ("summary.csv", "gaps.png"):
+            (args.out / stale).unlink(missing_ok=True)
     with (args.out / "bench.csv").open("w", newline="", encoding="utf-8") as fh:
         writer = csv.DictWriter(fh, fieldnames=[f.name for f in fields(Row)])
         writer.writeheader()

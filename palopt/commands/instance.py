@@ -12,6 +12,7 @@ from palopt.commands import (
     file_path,
     input_file,
     penalties_arg,
+    writing,
 )
 from palopt.errors import InputError, counted
 from palopt.io import busy_from_list, queue_from_list, read_json, save_instance
@@ -103,7 +104,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     meta = {"source": f"{source}, queue {args.queue}"}
     if args.name is not None:
         meta["name"] = args.name
-    save_instance(instance, args.out, **meta)
+    with writing(args.out, "--out"):
+        save_instance(instance, args.out, **meta)
     print(
         f"{args.out}: {counted(topology.n_gpus, 'GPU')}, "
         f"{counted(len(instance.classes), 'class')}, {counted(len(queue), 'queued job')}, "

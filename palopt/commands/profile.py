@@ -15,6 +15,7 @@ from palopt.commands import (
     file_path,
     image_path,
     input_file,
+    writing,
 )
 from palopt.errors import InputError
 from palopt.variability import (
@@ -131,7 +132,8 @@ def cmd_import(args: argparse.Namespace) -> int:
     )
     if args.append and args.out.exists():
         profile = load_profile(args.out).merge(profile)
-    save_profile(profile, args.out)
+    with writing(args.out, "--out"):
+        save_profile(profile, args.out)
     print(
         f"{args.out}: {profile.n_gpus} GPUs, classes {', '.join(profile.classes)} "
         f"({profile.source})"
@@ -222,7 +224,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     profile = load_profile(args.file)
     print(summarise(profile, args.method, args.tol))
     if args.plot:
-        plot_profile(profile, args.plot, args.method, args.tol)
+        with writing(args.plot, "--plot"):
+            plot_profile(profile, args.plot, args.method, args.tol)
         print(f"wrote {args.plot}")
     return 0
 
@@ -234,7 +237,8 @@ def cmd_assign(args: argparse.Namespace) -> int:
     profile = assign_profile(
         load_profile(args.file), topology, args.seed, args.missing, args.by, args.replace
     )
-    save_profile(profile, args.out)
+    with writing(args.out, "--out"):
+        save_profile(profile, args.out)
     print(
         f"{args.out}: {topology.n_gpus} GPUs ({args.cluster or args.topology}), classes "
         f"{', '.join(profile.classes)}, from {len(set(profile.origin))} measured GPUs"

@@ -16,6 +16,7 @@ from palopt.commands import (
     parse_option,
     penalties_arg,
     require_plotting,
+    writing,
 )
 from palopt.errors import InputError, refuse_differing
 from palopt.io import shared_path, write_text
@@ -244,6 +245,9 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     policy = get_policy(args.scheduler, **scheduler_options)
     solver = get_solver(args.placement, **placement_options)  # fails early, if unknown
     sim = Simulator(topo, profile, trace, solver, policy, cfg)
+    if args.out:  # a folder that cannot be made is found before the run, not after it
+        with writing(args.out, "--out"):
+            args.out.mkdir(parents=True, exist_ok=True)
     bar = None if args.no_progress else progress_bar(len(trace), "job")
     res = sim.run(None if bar is None else lambda done: bar.update(done - bar.n))
     if bar is not None:
@@ -268,11 +272,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         "time_limit": args.time_limit,
         "check": args.check,
     }
-    s = (
-        write_outputs(res, args.out, plots=not args.no_plots, meta=settings)
-        if args.out
-        else summary(res)
-    )
+    if args.out:
+        with writing(args.out, "--out"):
+            s = write_outputs(res, args.out, plots=not args.no_plots, meta=settings)
+    else:
+        s = summary(res)
     print(format_summary(s))
     if args.out:
         print(
@@ -375,8 +379,11 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             args.data, cells, loads, seeds=range(args.seeds), n_jobs=args.jobs, **options
         )
         by, group = "load", "scheduler"
+    spec = prepare(spec)
+    with writing(args.out, "--out"):  # found before the runs, not after them
+        args.out.mkdir(parents=True, exist_ok=True)
     table = run_sweep(  # --fresh deletes the runs only once the input is known to be good
-        prepare(spec),
+        spec,
         simulate_cell,
         workers=args.workers,
         progress=not args.no_progress,

@@ -7,7 +7,14 @@ import json
 import sys
 from typing import Any
 
-from palopt.commands import check_output, file_path, input_file, option_dict, parse_option
+from palopt.commands import (
+    check_output,
+    file_path,
+    input_file,
+    option_dict,
+    parse_option,
+    writing,
+)
 from palopt.cost import assert_feasible, check_feasible, evaluate
 from palopt.errors import InfeasiblePlacementError, InputError, counted, refuse_differing
 from palopt.export import format_slurm
@@ -154,7 +161,8 @@ def cmd_solve(args: argparse.Namespace) -> int:
     else:
         text = format_result(instance, result)
     if args.out:
-        write_text(args.out, as_json + "\n")
+        with writing(args.out, "--out"):
+            write_text(args.out, as_json + "\n")
     print(text)
     return 0
 

@@ -7,7 +7,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from palopt.commands import check_folder, check_not_input, input_file
+from palopt.commands import check_folder, check_not_input, input_file, writing
 from palopt.errors import InputError
 from palopt.io import write_text
 from palopt.sim.experiments import (
@@ -89,6 +89,8 @@ def cmd_sweep(args: argparse.Namespace) -> int:
             spec.baseline,
             f"not a placement of the grid ({', '.join(map(str, placements))})",
         )
+    with writing(spec.out, f"{args.grid}: sweep.out"):  # found before the runs, not after them
+        spec.out.mkdir(parents=True, exist_ok=True)
     table = run_sweep(
         spec,
         partial(simulate_from, args.grid.parent.resolve()),

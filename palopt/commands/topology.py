@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from palopt.commands import check_output, file_path, image_path, input_file
+from palopt.commands import check_output, file_path, image_path, input_file, writing
 from palopt.errors import InputError, counted
 from palopt.hostlist import expand_hostlist
 from palopt.importers.assemble import assemble_topology
@@ -120,7 +120,8 @@ def cmd_build(args: argparse.Namespace) -> int:
     topo = build_from_files(args.slurm, args.nvidia_smi, args.server)
     text = json.dumps(topo.to_node_link(), indent=1) + "\n"
     if args.out:
-        write_text(args.out, text)
+        with writing(args.out, "--out"):
+            write_text(args.out, text)
         print(
             f"{args.out}: {counted(topo.n_gpus, 'GPU')} on {counted(topo.n_servers, 'server')}, "
             f"tiers {' < '.join(topo.tiers)}"
@@ -136,6 +137,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     topo = load_topology(args.file)
     print(summarize(topo))
     if args.png:
-        draw(topo, args.png, title=args.file.name)
+        with writing(args.png, "--png"):
+            draw(topo, args.png, title=args.file.name)
         print(f"drawing written to {args.png}")
     return 0

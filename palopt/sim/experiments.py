@@ -184,7 +184,8 @@ def _existing(path: str | Path, key: str) -> str:
     """``path`` as a string if it is a file, else an InputError naming the cell's ``key`` (a
     missing file was an OSError naming no parameter, after the cells before it had run)."""
     if not Path(path).is_file():
-        raise InputError(key, str(path), "no such file")
+        folder = Path(path).is_dir()
+        raise InputError(key, str(path), "is a folder, not a file" if folder else "no such file")
     return str(path)
 
 
