@@ -296,10 +296,11 @@ def polish(
     >>> {p: g.tolist() for p, g in sorted(polish(make_round(inst), start).items())}
     {0: [3], 1: [0, 1]}
     """
-    if not chosen:
-        return {}
+    deadline = np.inf if deadline is None else deadline
+    if not chosen or time.perf_counter() >= deadline:  # no move would start: no set-up
+        return {p: np.sort(g) for p, g in chosen.items()}
     state = _State(rnd, chosen)
-    _search(state, deadline if deadline is not None else np.inf)
+    _search(state, deadline)
     return {p: np.sort(g) for p, g in state.best.items()}
 
 
