@@ -771,6 +771,18 @@ def _switch_levels(
                 "several servers but no switch joins them",
             )
         return (), np.zeros((len(server_ids), 0), dtype=np.int64), {}
+    for s in switches:  # before the root is looked for by its tier
+        tier = graph.nodes[s].get("tier")
+        if tier is not None and not isinstance(tier, str):
+            raise InputError(f"{field_name}.nodes[{s}].tier", tier, "expected a tier name")
+        if tier is not None and (not tier or not tier.isprintable()):
+            raise InputError(f"{field_name}.nodes[{s}].tier", tier, f"a tier name {PRINTABLE}")
+        if tier in (NVLINK, SERVER):  # they would take the penalties of the tiers in a server
+            raise InputError(
+                f"{field_name}.nodes[{s}].tier",
+                tier,
+                "names a tier inside a server, not a switch's",
+            )
     roots = [s for s in switches if graph.nodes[s].get("root")] or [
         s for s in switches if graph.nodes[s].get("tier") == "cluster"
     ]
@@ -814,16 +826,6 @@ def _switch_levels(
     for s in switches:
         d = level[s]
         tier = graph.nodes[s].get("tier")
-        if tier is not None and not isinstance(tier, str):
-            raise InputError(f"{field_name}.nodes[{s}].tier", tier, "expected a tier name")
-        if tier is not None and (not tier or not tier.isprintable()):
-            raise InputError(f"{field_name}.nodes[{s}].tier", tier, f"a tier name {PRINTABLE}")
-        if tier in (NVLINK, SERVER):  # they would take the penalties of the tiers in a server
-            raise InputError(
-                f"{field_name}.nodes[{s}].tier",
-                tier,
-                "names a tier inside a server, not a switch's",
-            )
         if tier is None:
             tier = "cluster" if d == 0 else ("rack" if d == max_depth else f"level{d}")
         if names[d] not in (None, tier):

@@ -265,6 +265,9 @@ def test_assemble_with_a_tree_keeps_file_order_and_names_the_first_stray_server(
     with pytest.raises(InputError, match="'x9': no switch in t.conf reaches") as info:
         assemble_topology(tree, {"x9": _pair(), "aa": _pair(), "x1": _pair()})
     assert info.value.field == "server x9"
+    with pytest.raises(InputError, match="'zz': no GPU matrix for this node") as info:
+        assemble_topology(tree, {"aa": _pair()})  # no default: zz and mm have no matrix
+    assert info.value.field == "server zz"
 
 
 def test_empty_file() -> None:

@@ -414,6 +414,12 @@ def _edit_node_link(edit):
             "must form a tree",
         ),
         (lambda d: d["nodes"][1].update(tier=5), r"nodes\[r1\].tier = 5: expected a tier name"),
+        # the root's own tier was read as "not 'cluster'", and the root called unknown
+        (lambda d: d["nodes"][0].update(tier=5), r"nodes\[c\].tier = 5: expected a tier name"),
+        (
+            lambda d: d["nodes"][0].update(tier="clu\tster"),
+            r"nodes\[c\].tier = 'clu\\tster': a tier name must be printable",
+        ),
         # a switch named like a tier inside a server took that tier's penalty (1 for nvlink)
         (
             lambda d: [d["nodes"][i].update(tier="nvlink") for i in (1, 2)],

@@ -180,7 +180,21 @@ def _bad_conf(tmp_path: Path) -> Path:
             ],
             "no switch in",
         ),
-        (lambda t: ["--slurm", str(SAMPLES / "topology.conf")], "no GPU matrix for this node"),
+        # named the server in the words of assemble_topology, not the options that give it
+        (
+            lambda t: ["--slurm", str(SAMPLES / "topology.conf")],
+            "topology.conf': no nvidia-smi output for 10 of its servers (node01, node02, node03, "
+            "...): give --nvidia-smi (for every server without --server) or --server NAMES=FILE",
+        ),
+        (
+            lambda t: [
+                "--slurm",
+                str(SAMPLES / "topology.conf"),
+                "--server",
+                f"node[01-04],node[05-06],dgx[1-2]={SAMPLES / 'dgx-a100.txt'}",
+            ],
+            "no nvidia-smi output for 2 of its servers (t4-01, t4-02):",
+        ),
         (lambda t: ["--server", f"n[2-1]={SAMPLES / 'dgx-a100.txt'}"], "start above end"),
         (lambda t: [], "give --slurm, --nvidia-smi or --server"),
         (

@@ -110,6 +110,15 @@ def build_from_files(
         per_server[SINGLE_SERVER] = fallback
     if tree is None and not per_server:
         raise InputError("topology build", None, "give --slurm, --nvidia-smi or --server")
+    bare = [] if tree is None or fallback else [h for h in tree.nodes if h not in per_server]
+    if bare:
+        raise InputError(
+            "--slurm",
+            str(slurm),
+            f"no nvidia-smi output for {len(bare)} of its servers ({', '.join(bare[:3])}"
+            f"{', ...' if len(bare) > 3 else ''}): give --nvidia-smi (for every server without "
+            "--server) or --server NAMES=FILE",
+        )
     return assemble_topology(tree, per_server, fallback)
 
 
