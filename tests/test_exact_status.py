@@ -502,6 +502,27 @@ def test_a_back_end_s_infeasible_is_nothing_cheaper_than_the_greedy_placement(
     assert r.bound == pytest.approx(lower_bound(make_round(inst)))
 
 
+def test_the_greedy_placement_after_an_unconverged_column_generation_is_no_solution(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # As above, but no step beats the greedy (the rounding gives nothing, which ends the
+    # steps): its placement comes back as "no solution", as when the model cannot be built in
+    # time. Catches "feasible" for a placement the exact flow did not find.
+    import palopt.solvers.exact.colgen as colgen
+    from palopt.bench.families import Family, make_instance
+
+    _edit_column_generation(monkeypatch, lambda cg: setattr(cg, "converged", False))
+    monkeypatch.setattr(colgen, "round_columns", lambda rnd, cg: None)
+    inst = make_instance(Family(32, 4, 1.0, "longhorn"), 2)
+    r = CpSatSolver(time_limit=2.0, deterministic=True).solve(inst)
+    assert_feasible(inst, r)
+    assert r.settings["best_from"] == "greedy" and "n_vars" not in r.settings
+    assert r.status == Status.NO_SOLUTION and r.bound < r.objective
+    assert r.settings["fallback"] == (
+        "greedy placement returned: column generation did not converge for the exact model"
+    )
+
+
 def test_an_unconverged_column_generation_is_not_followed_by_the_compact_model(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

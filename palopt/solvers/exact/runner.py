@@ -37,10 +37,11 @@
    :func:`normalised`), and a back end's proof outside them is not taken; ``feasible`` carries
    the best valid bound found (the back end's, the column generation's, the subgradient's or
    the cheap bound of :mod:`palopt.solvers.bounds`); ``no solution`` returns the greedy
-   placement, as the settings say. A round always has placements (every selected set of jobs
-   fits), so a back end's ``infeasible`` means that the model, held under the best cost so
-   far, has nothing cheaper: the best placement so far is returned, ``feasible`` (``no
-   solution`` if it is the greedy's).
+   placement when nothing beat it (no model answer, or no step after an unconverged column
+   generation), as ``settings["fallback"]`` says. A round always has placements (every
+   selected set of jobs fits), so a back end's ``infeasible`` means that the model, held under
+   the best cost so far, has nothing cheaper: the best placement so far is returned,
+   ``feasible`` (``no solution`` if it is the greedy's).
 """
 
 from __future__ import annotations
@@ -610,7 +611,8 @@ class ExactSolver:
             return finish(best, Status.OPTIMAL, bound)
         if cg is not None and (not cg.converged or budget.left() < 0.1 * limit):
             # Without a converged bound the compact model is too large to help in time.
-            return finish(best, Status.FEASIBLE, bound)
+            why = "column generation did not converge" if not cg.converged else "no time left"
+            return without_model(best, source, bound, f"{why} for the exact model")
         fixing = cg if cg is not None and cg.converged else None
         try:  # by the wall clock: a large round's model can take longer to build than the limit
             model = build_model(rnd, self.scale, ub, fixing, budget.deadline())
